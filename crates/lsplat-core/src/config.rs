@@ -1,0 +1,404 @@
+//! Typed configuration: one source of defaults for every run.
+//!
+//! A run's configuration is `Config::default()`, overlaid by a scene/config TOML file,
+//! overlaid by `--set key=value` overrides. Unknown keys are errors.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::CoreError;
+
+/// The whole configuration of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Input files of the scene. Leave every path empty to train the embedded demo.
+    pub scene: SceneConfig,
+    /// Parameters of the synthetic demo scene (used when `scene` names no files).
+    pub demo: DemoConfig,
+    /// Optimisation settings.
+    pub train: TrainConfig,
+    /// Rasterization and caching.
+    pub render: RenderConfig,
+    /// Which backend runs the ops.
+    pub device: DeviceConfig,
+    /// Logging and metrics.
+    pub log: LogConfig,
+}
+
+/// Scene inputs. Relative paths resolve against the scene file's folder.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SceneConfig {
+    /// 3DGS PLY with the frozen geometry (Inria layout).
+    pub splats: Option<PathBuf>,
+    /// Cameras: an Inria `cameras.json`, a COLMAP sparse directory or a nerfstudio
+    /// `transforms.json`.
+    pub cameras: Option<PathBuf>,
+    /// Engine dataset directory (`features.parquet` + `masks.parquet`).
+    pub dataset: Option<PathBuf>,
+    /// LangSplat feature level to train: 1 = subpart (s), 2 = part (m), 3 = whole (l).
+    pub level: u8,
+}
+
+impl Default for SceneConfig {
+    fn default() -> Self {
+        SceneConfig { splats: None, cameras: None, dataset: None, level: 1 }
+    }
+}
+
+impl SceneConfig {
+    /// True when no input file is named: the embedded demo scene is used.
+    pub fn is_demo(&self) -> bool {
+        self.splats.is_none() && self.cameras.is_none() && self.dataset.is_none()
+    }
+}
+
+/// The synthetic teacher scene.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DemoConfig {
+    /// Number of Gaussians.
+    pub gaussians: u32,
+    /// Number of objects, each with its own unit feature.
+    pub objects: u32,
+    /// Number of cameras on the orbit.
+    pub cameras: u32,
+    /// Image width.
+    pub width: u32,
+    /// Image height.
+    pub height: u32,
+    /// Seed of the scene generator.
+    pub seed: u64,
+}
+
+impl Default for DemoConfig {
+    fn default() -> Self {
+        DemoConfig { gaussians: 4000, objects: 6, cameras: 24, width: 192, height: 144, seed: 7 }
+    }
+}
+
+/// Optimisation (LangSplat V1 defaults, workload.md §2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Number of optimiser steps.
+    pub iterations: u32,
+    /// Adam learning rate (constant).
+    pub lr: f32,
+    /// Adam β₁.
+    pub beta1: f32,
+    /// Adam β₂.
+    pub beta2: f32,
+    /// Adam ε.
+    pub eps: f32,
+    /// Seed of the camera sampler (and of anything else random in training).
+    pub seed: u64,
+    /// Cameras per step; their gradients are averaged.
+    pub batch_size: u32,
+    /// Loss on the valid pixels.
+    pub loss: LossKind,
+    /// Unit-normalise each Gaussian's feature before rendering (LangSplat V1).
+    pub normalize: bool,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            iterations: 30_000,
+            lr: 2.5e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-15,
+            seed: 0,
+            batch_size: 1,
+            loss: LossKind::MaskedL1,
+            normalize: true,
+        }
+    }
+}
+
+/// Loss functions on the valid pixels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossKind {
+    /// LangSplat V1: mean over all C·H·W elements of |F − G| on valid pixels.
+    MaskedL1,
+    /// 1 − mean over H·W of cos(F, G) on valid pixels (invalid pixels count as 0).
+    Cosine,
+    /// Sum of the two.
+    L1Cosine,
+}
+
+/// Rasterization and caching.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RenderConfig {
+    /// Tile edge in pixels: 8 or 16.
+    pub tile_size: u32,
+    /// What is cached per camera between visits.
+    pub cache: CacheMode,
+    /// Bytes the per-camera caches may use; unset = half of the free memory.
+    pub cache_budget: Option<u64>,
+    /// Storage of the cached operator weights.
+    pub weights: WeightPrecision,
+    /// Near plane (camera z).
+    pub near: f32,
+    /// Far plane (camera z).
+    pub far: f32,
+}
+
+impl Default for RenderConfig {
+    fn default() -> Self {
+        RenderConfig {
+            tile_size: 16,
+            cache: CacheMode::Operator,
+            cache_budget: None,
+            weights: WeightPrecision::F32,
+            near: crate::constants::DEFAULT_NEAR,
+            far: crate::constants::DEFAULT_FAR,
+        }
+    }
+}
+
+/// Per-camera cache level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheMode {
+    /// Cache the sparse operator W (valid-pixel rows): a visit is an SpMM.
+    Operator,
+    /// Cache projection and sorted tile lists: a visit recomputes only the weights.
+    Geometry,
+    /// Cache nothing: every visit projects, bins, sorts and rasterizes.
+    None,
+}
+
+/// Precision of cached operator weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightPrecision {
+    /// 32-bit float (exact).
+    F32,
+    /// IEEE half: relative error ≤ 2⁻¹¹ per weight.
+    F16,
+    /// bfloat16: relative error ≤ 2⁻⁸ per weight.
+    Bf16,
+}
+
+/// Backend selection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DeviceConfig {
+    /// `cpu`, `cuda` or `hip`.
+    pub backend: BackendKind,
+    /// CPU worker threads; 0 = one per physical core.
+    pub threads: u32,
+    /// GPU ordinal.
+    pub ordinal: u32,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        DeviceConfig { backend: BackendKind::Cpu, threads: 0, ordinal: 0 }
+    }
+}
+
+/// The backends the engine knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendKind {
+    /// The CPU backend (always built).
+    Cpu,
+    /// NVIDIA GPUs (feature `cuda`).
+    Cuda,
+    /// AMD GPUs (feature `hip`).
+    Hip,
+}
+
+/// Logging and metrics.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// Read the device-side metrics back every this many steps.
+    pub every: u32,
+    /// Show a progress bar on a terminal.
+    pub progress: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig { every: 100, progress: true }
+    }
+}
+
+impl Config {
+    /// Parses a TOML document over the defaults. `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &Path) -> Result<Config, CoreError> {
+        toml::from_str(text)
+            .map_err(|e| CoreError::ConfigFile { path: origin.to_path_buf(), problem: one_line(&e.to_string()) })
+    }
+
+    /// Reads a TOML file over the defaults and resolves its relative paths against
+    /// the file's folder.
+    pub fn load(path: &Path) -> Result<Config, CoreError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| CoreError::ConfigFile { path: path.to_path_buf(), problem: e.to_string() })?;
+        let mut cfg = Config::from_toml(&text, path)?;
+        cfg.resolve_paths(path.parent().unwrap_or(Path::new(".")));
+        Ok(cfg)
+    }
+
+    /// Makes the scene paths absolute relative to `base`.
+    pub fn resolve_paths(&mut self, base: &Path) {
+        for p in [&mut self.scene.splats, &mut self.scene.cameras, &mut self.scene.dataset]
+            .into_iter()
+            .flatten()
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+    }
+
+    /// Applies one `key=value` override (`train.iterations=500`). The value is read
+    /// as a TOML value (number, bool, quoted string, array) or else as a bare string.
+    pub fn set(&mut self, assignment: &str) -> Result<(), CoreError> {
+        let (key, raw) = assignment.split_once('=').ok_or_else(|| CoreError::BadValue {
+            key: assignment.to_string(),
+            problem: "expected key=value".into(),
+        })?;
+        let key = key.trim();
+        let raw = raw.trim();
+        let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+        let mut root = toml::Value::try_from(&*self).expect("config serialises");
+        let parts: Vec<&str> = key.split('.').collect();
+        if parts.iter().any(|p| p.is_empty()) {
+            return Err(CoreError::UnknownKey { key: key.into(), hint: String::new() });
+        }
+        let mut node = &mut root;
+        for (i, part) in parts.iter().enumerate() {
+            let table = node.as_table_mut().ok_or_else(|| CoreError::UnknownKey {
+                key: key.into(),
+                hint: format!(" (`{}` is not a section)", parts[..i].join(".")),
+            })?;
+            if i + 1 == parts.len() {
+                table.insert(part.to_string(), value.clone());
+                break;
+            }
+            node = table
+                .entry(part.to_string())
+                .or_insert_with(|| toml::Value::Table(Default::default()));
+        }
+        let updated: Config = root.try_into().map_err(|e: toml::de::Error| {
+            let msg = one_line(&e.to_string());
+            if msg.contains("unknown field") {
+                CoreError::UnknownKey { key: key.into(), hint: format!(" ({msg})") }
+            } else {
+                CoreError::BadValue { key: key.into(), problem: msg }
+            }
+        })?;
+        updated.validate()?;
+        *self = updated;
+        Ok(())
+    }
+
+    /// Range checks that serde cannot express.
+    pub fn validate(&self) -> Result<(), CoreError> {
+        let bad = |key: &str, problem: String| Err(CoreError::BadValue { key: key.into(), problem });
+        if !crate::constants::SUPPORTED_TILE_SIZES.contains(&self.render.tile_size) {
+            return bad("render.tile_size", format!("{} is not one of 8, 16", self.render.tile_size));
+        }
+        if !(1..=3).contains(&self.scene.level) {
+            return bad("scene.level", format!("{} is not 1, 2 or 3", self.scene.level));
+        }
+        if self.train.batch_size == 0 {
+            return bad("train.batch_size", "must be at least 1".into());
+        }
+        if self.log.every == 0 {
+            return bad("log.every", "must be at least 1".into());
+        }
+        if !(self.train.lr > 0.0 && self.train.lr.is_finite()) {
+            return bad("train.lr", format!("{} must be positive", self.train.lr));
+        }
+        if !(0.0..1.0).contains(&self.train.beta1) || !(0.0..1.0).contains(&self.train.beta2) {
+            return bad("train.beta1/beta2", "must be in [0, 1)".into());
+        }
+        if !(self.render.near > 0.0 && self.render.far > self.render.near) {
+            return bad("render.near/far", "need 0 < near < far".into());
+        }
+        let d = &self.demo;
+        if d.gaussians == 0 || d.objects == 0 || d.cameras == 0 || d.width < 8 || d.height < 8 {
+            return bad("demo", "needs gaussians, objects, cameras ≥ 1 and images ≥ 8×8".into());
+        }
+        Ok(())
+    }
+
+    /// The configuration as TOML text (what a run directory records).
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("config serialises")
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_overrides_fields() {
+        let mut c = Config::default();
+        c.set("train.iterations=500").unwrap();
+        c.set("render.cache=geometry").unwrap();
+        c.set("render.cache_budget=1000000").unwrap();
+        c.set("scene.splats=foo/bar.ply").unwrap();
+        assert_eq!(c.train.iterations, 500);
+        assert_eq!(c.render.cache, CacheMode::Geometry);
+        assert_eq!(c.render.cache_budget, Some(1_000_000));
+        assert_eq!(c.scene.splats.as_deref(), Some(Path::new("foo/bar.ply")));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors() {
+        let mut c = Config::default();
+        let e = c.set("train.iterationz=5").unwrap_err().to_string();
+        assert!(e.contains("unknown configuration key `train.iterationz`"), "{e}");
+        let e = c.set("nope.x=1").unwrap_err().to_string();
+        assert!(e.contains("unknown"), "{e}");
+        let e = c.set("train.iterations=abc").unwrap_err().to_string();
+        assert!(e.contains("train.iterations"), "{e}");
+        let e = c.set("render.tile_size=12").unwrap_err().to_string();
+        assert!(e.contains("tile_size"), "{e}");
+        assert!(c.set("novalue").is_err());
+        assert_eq!(c, Config::default(), "failed overrides leave the config unchanged");
+    }
+
+    #[test]
+    fn toml_round_trip_and_partial_files() {
+        let mut c = Config::default();
+        c.set("train.lr=0.01").unwrap();
+        let back = Config::from_toml(&c.to_toml(), Path::new("x")).unwrap();
+        assert_eq!(back, c);
+        let partial = Config::from_toml("[train]\niterations = 7\n", Path::new("x")).unwrap();
+        assert_eq!(partial.train.iterations, 7);
+        assert_eq!(partial.render, RenderConfig::default());
+        let e = Config::from_toml("[train]\nbogus = 1\n", Path::new("s.toml")).unwrap_err();
+        assert!(e.to_string().starts_with("s.toml:") && e.to_string().contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_file() {
+        let mut c = Config::default();
+        c.scene.splats = Some("a.ply".into());
+        c.scene.dataset = Some("/abs/ds".into());
+        c.resolve_paths(Path::new("/scenes"));
+        assert_eq!(c.scene.splats.unwrap(), PathBuf::from("/scenes/a.ply"));
+        assert_eq!(c.scene.dataset.unwrap(), PathBuf::from("/abs/ds"));
+    }
+}
