@@ -1,0 +1,95 @@
+//! Atomic file output: write to a temporary file beside the target, then rename.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::DataError;
+
+/// Writes `path` atomically: the bytes produced by `fill` go to a temporary file in
+/// the same folder, which is flushed, synced and renamed over `path`. On any error the
+/// temporary file is removed and `path` is untouched.
+pub fn write_atomic(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), DataError> {
+    let tmp = temp_path(path);
+    let result = (|| {
+        let file = std::fs::File::create(&tmp)?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+        fill(&mut w)?;
+        let file = w.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        DataError::io(path, e)
+    })
+}
+
+/// Writes bytes atomically.
+pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), DataError> {
+    write_atomic(path, |w| w.write_all(bytes))
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+/// Writes a float32 array as a `.npy` file (little-endian, C order) atomically.
+pub fn write_npy_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<(), DataError> {
+    assert_eq!(shape.iter().product::<usize>(), data.len(), "npy shape does not match data");
+    let dims = match shape {
+        [n] => format!("({n},)"),
+        _ => format!("({})", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+    };
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {dims}, }}");
+    // Magic (6) + version (2) + header length (2) + header + '\n' is a multiple of 64.
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    write_atomic(path, |w| {
+        w.write_all(b"\x93NUMPY\x01\x00")?;
+        w.write_all(&(header.len() as u16).to_le_bytes())?;
+        w.write_all(header.as_bytes())?;
+        for v in data {
+            w.write_all(&v.to_le_bytes())?;
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_write_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.bin");
+        std::fs::write(&p, b"old").unwrap();
+        let r = write_atomic(&p, |w| {
+            w.write_all(b"partial")?;
+            Err(std::io::Error::other("boom"))
+        });
+        assert!(r.unwrap_err().to_string().contains("out.bin"));
+        assert_eq!(std::fs::read(&p).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "temp file removed");
+        write_bytes_atomic(&p, b"new").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+    }
+
+    #[test]
+    fn npy_header_is_aligned() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.npy");
+        write_npy_f32(&p, &[2, 3], &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+        let b = std::fs::read(&p).unwrap();
+        let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+        assert_eq!((10 + hlen) % 64, 0);
+        assert_eq!(b.len(), 10 + hlen + 24);
+        assert!(std::str::from_utf8(&b[10..10 + hlen]).unwrap().contains("'shape': (2, 3)"));
+    }
+}

@@ -1,0 +1,14 @@
+//! Scenes and formats of lsplat-engine.
+//!
+//! A [`SceneData`] is what training consumes: frozen Gaussians, cameras, and per
+//! camera the [`ImageLabels`] of the trained level (valid pixels, their mask ids, and
+//! the mask feature table). It comes from the embedded synthetic demo ([`demo`]) or
+//! from files users already have.
+
+pub mod demo;
+pub mod error;
+pub mod io;
+pub mod labels;
+
+pub use error::DataError;
+pub use labels::{ImageLabels, SceneData};
