@@ -1,0 +1,134 @@
+use lsplat_core::config::{LossKind, WeightPrecision};
+use lsplat_core::{Gaussians, TileGrid};
+
+use crate::{AdamParams, CameraParams, Element, GroundTruth, MemoryInfo, OperatorStats, PixelSet, Result};
+
+/// The op set of a device.
+///
+/// Conventions shared by every op:
+/// - Feature matrices are row-major `[rows, channels]` (`channels` = C).
+/// - Per-pixel buffers follow the tile-major order of their [`PixelSet`].
+/// - Compositing is front to back with the constants of `lsplat_core::constants`:
+///   a pair is skipped when α < 1/255, α is clamped to 0.99, and a pixel stops
+///   *before* the pair that would bring its transmittance to ≤ 1e-4. There is no
+///   background term.
+/// - Ops named `*_backward` / `spmm_t` **accumulate** into their output; every other
+///   op overwrites its output.
+pub trait Backend: Send + Sync + Sized + 'static {
+    /// A typed device buffer.
+    type Buf<T: Element>: Send + Sync + 'static;
+    /// Frozen geometry resident on the device.
+    type Geometry: Send + Sync + 'static;
+    /// Projected 2D splats of one camera.
+    type Projection: Default + Send + Sync + 'static;
+    /// Tile lists of one camera, sorted by (tile, depth).
+    type Bins: Default + Send + Sync + 'static;
+    /// The cached sparse operator W (valid-pixel rows) of one camera.
+    type Operator: Send + Sync + 'static;
+
+    /// Human-readable description (device name, threads).
+    fn describe(&self) -> String;
+
+    /// A zeroed buffer of `len` elements.
+    fn alloc<T: Element>(&self, len: usize) -> Result<Self::Buf<T>>;
+    /// A buffer holding a copy of `data`.
+    fn upload<T: Element>(&self, data: &[T]) -> Result<Self::Buf<T>>;
+    /// Copies a buffer to the host (waits for the device).
+    fn download<T: Element>(&self, buf: &Self::Buf<T>) -> Result<Vec<T>>;
+    /// Number of elements of a buffer.
+    fn buf_len<T: Element>(buf: &Self::Buf<T>) -> usize;
+    /// Sets every element to `value`.
+    fn fill<T: Element>(&self, buf: &mut Self::Buf<T>, value: T) -> Result<()>;
+    /// Waits until all queued work is done.
+    fn synchronize(&self) -> Result<()>;
+    /// Free and total memory, where the device can tell.
+    fn memory(&self) -> Option<MemoryInfo>;
+
+    /// Makes the geometry resident.
+    fn upload_geometry(&self, gaussians: &Gaussians) -> Result<Self::Geometry>;
+    /// EWA projection of every Gaussian for `camera` (culling, conics, tile rects).
+    fn project(
+        &self,
+        geometry: &Self::Geometry,
+        camera: &CameraParams,
+        grid: TileGrid,
+        out: &mut Self::Projection,
+    ) -> Result<()>;
+    /// Tile binning and sort by (tile, depth).
+    fn bin_and_sort(&self, projection: &Self::Projection, grid: TileGrid, out: &mut Self::Bins) -> Result<()>;
+    /// Direct C-channel compositing of `features` (`[N, C]`) at `pixels`; writes
+    /// `out` (`[pixels.len, C]`).
+    fn rasterize(
+        &self,
+        projection: &Self::Projection,
+        bins: &Self::Bins,
+        pixels: &PixelSet<Self>,
+        features: &Self::Buf<f32>,
+        channels: usize,
+        out: &mut Self::Buf<f32>,
+    ) -> Result<()>;
+    /// Feature-only backward of [`Backend::rasterize`]: `d_features += Wᵀ·d_out`
+    /// through the same weights (no geometry gradients).
+    fn rasterize_backward(
+        &self,
+        projection: &Self::Projection,
+        bins: &Self::Bins,
+        pixels: &PixelSet<Self>,
+        d_out: &Self::Buf<f32>,
+        channels: usize,
+        d_features: &mut Self::Buf<f32>,
+    ) -> Result<()>;
+    /// Builds the operator W for `pixels` (CSR rows front to back, plus whatever the
+    /// backend needs for the transposed product) with the rasterizer's exact rules.
+    fn build_operator(
+        &self,
+        projection: &Self::Projection,
+        bins: &Self::Bins,
+        pixels: &PixelSet<Self>,
+        gaussians: usize,
+        precision: WeightPrecision,
+    ) -> Result<Self::Operator>;
+    /// Size of an operator.
+    fn operator_stats(&self, op: &Self::Operator) -> OperatorStats;
+    /// Bytes held by a projection and its bins (the `geometry` cache level).
+    fn geometry_cache_bytes(&self, projection: &Self::Projection, bins: &Self::Bins) -> usize;
+    /// `out = W·x` (`x`: `[N, C]`, `out`: `[rows, C]`).
+    fn spmm(&self, op: &Self::Operator, x: &Self::Buf<f32>, channels: usize, out: &mut Self::Buf<f32>) -> Result<()>;
+    /// `d_x += Wᵀ·d_out`.
+    fn spmm_t(&self, op: &Self::Operator, d_out: &Self::Buf<f32>, channels: usize, d_x: &mut Self::Buf<f32>)
+    -> Result<()>;
+    /// LangSplat V1 normalisation of each row: `out_i = x_i / (|x_i| + 1e-9)`.
+    fn normalize(&self, x: &Self::Buf<f32>, channels: usize, out: &mut Self::Buf<f32>) -> Result<()>;
+    /// Backward of [`Backend::normalize`]: `d_x = J(x)ᵀ·d_out` (overwrites `d_x`).
+    fn normalize_backward(
+        &self,
+        x: &Self::Buf<f32>,
+        d_out: &Self::Buf<f32>,
+        channels: usize,
+        d_x: &mut Self::Buf<f32>,
+    ) -> Result<()>;
+    /// A loss over the valid pixels of `gt`. `rendered` is `[gt.pixels.len, C]`.
+    /// Writes `d_rendered` (same shape) = `weight · ∂L/∂rendered` and adds
+    /// `weight · L` to `loss[slot]` (or stores it when `accumulate` is false).
+    /// The loss is normalised by the full image (`C·H·W` for L1, `H·W` for cosine).
+    fn pixel_loss(
+        &self,
+        kind: LossKind,
+        rendered: &Self::Buf<f32>,
+        gt: &GroundTruth<Self>,
+        weight: f32,
+        d_rendered: &mut Self::Buf<f32>,
+        loss: &mut Self::Buf<f32>,
+        slot: usize,
+        accumulate: bool,
+    ) -> Result<()>;
+    /// One fused Adam step over a parameter buffer.
+    fn adam_step(
+        &self,
+        params: &mut Self::Buf<f32>,
+        grads: &Self::Buf<f32>,
+        m: &mut Self::Buf<f32>,
+        v: &mut Self::Buf<f32>,
+        hp: &AdamParams,
+    ) -> Result<()>;
+}

@@ -1,0 +1,29 @@
+/// Errors of a device.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// The backend was not compiled into this binary.
+    #[error("the `{backend}` backend is not compiled in (rebuild with `--features {backend}`)")]
+    NotCompiled { backend: &'static str },
+    /// The backend is compiled in but cannot be used here.
+    #[error("the `{backend}` backend is unavailable: {reason}")]
+    Unavailable { backend: &'static str, reason: String },
+    /// An allocation failed.
+    #[error("out of device memory allocating {bytes} bytes")]
+    OutOfMemory { bytes: usize },
+    /// Buffers given to an op do not fit together.
+    #[error("{op}: {problem}")]
+    Shape { op: &'static str, problem: String },
+    /// A kernel failed to compile or launch.
+    #[error("kernel `{kernel}`: {message}")]
+    Kernel { kernel: String, message: String },
+    /// The driver reported an error.
+    #[error("{backend} driver: {message}")]
+    Driver { backend: &'static str, message: String },
+}
+
+impl DeviceError {
+    /// A shape error for `op`.
+    pub fn shape(op: &'static str, problem: impl Into<String>) -> Self {
+        DeviceError::Shape { op, problem: problem.into() }
+    }
+}

@@ -1,0 +1,23 @@
+//! The `Backend` trait: the op set every lsplat-engine device implements.
+//!
+//! Backends own their memory layouts. Buffers are the associated type
+//! [`Backend::Buf`]; intermediate results whose layout is a backend's own business
+//! (projected splats, sorted tile lists, the cached sparse operator) are opaque
+//! associated types. Generic code (render orchestration, the ECS engine) moves them
+//! around without looking inside.
+//!
+//! Every op is asynchronous on devices that can be: only [`Backend::download`] and
+//! [`Backend::synchronize`] wait for the device, and the training step calls neither.
+
+mod backend;
+mod error;
+mod types;
+
+pub use backend::Backend;
+pub use error::DeviceError;
+pub use types::{
+    AdamParams, CameraParams, Element, GroundTruth, MemoryInfo, OperatorStats, PixelSet,
+};
+
+/// Result alias of this crate.
+pub type Result<T, E = DeviceError> = std::result::Result<T, E>;
