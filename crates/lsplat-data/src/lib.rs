@@ -9,6 +9,10 @@ pub mod demo;
 pub mod error;
 pub mod io;
 pub mod labels;
+pub mod npy;
+pub mod npz;
+#[cfg(test)]
+pub(crate) mod testdata;
 
 pub use error::DataError;
 pub use labels::{ImageLabels, SceneData};
