@@ -61,12 +61,20 @@ pub fn generate(cfg: &DemoConfig, level: u8) -> Result<Demo, DataError> {
     for i in 0..k {
         let a = std::f32::consts::TAU * (i as f32 + 0.3 * rng.f32()) / k as f32;
         let r = ring * if k == 1 { 0.0 } else { rng.range(0.55, 1.0) };
-        let radii = Vec3::new(rng.range(0.5, 0.8), rng.range(0.5, 0.8), rng.range(0.5, 0.9));
-        objects.push(DemoObject { centre: Vec3::new(r * a.cos(), r * a.sin(), radii.z), radii });
+        let radii = Vec3::new(
+            rng.range(0.5, 0.8),
+            rng.range(0.5, 0.8),
+            rng.range(0.5, 0.9),
+        );
+        objects.push(DemoObject {
+            centre: Vec3::new(r * a.cos(), r * a.sin(), radii.z),
+            radii,
+        });
     }
     // Segment features: independent random unit vectors.
-    let segment_features: Vec<Vec<[f32; 3]>> =
-        (0..3).map(|_| (0..4 * k).map(|_| rng.unit3()).collect()).collect();
+    let segment_features: Vec<Vec<[f32; 3]>> = (0..3)
+        .map(|_| (0..4 * k).map(|_| rng.unit3()).collect())
+        .collect();
 
     let gaussians = make_gaussians(&mut rng, &objects, cfg.gaussians as usize, ring + 1.2);
 
@@ -76,7 +84,11 @@ pub fn generate(cfg: &DemoConfig, level: u8) -> Result<Demo, DataError> {
     for c in 0..cfg.cameras {
         let az = std::f32::consts::TAU * c as f32 / cfg.cameras as f32 + 0.1;
         let el = 0.35 + 0.3 * ((c as f32 * 0.7).sin() * 0.5 + 0.5);
-        let eye = Vec3::new(dist * el.cos() * az.cos(), dist * el.cos() * az.sin(), dist * el.sin());
+        let eye = Vec3::new(
+            dist * el.cos() * az.cos(),
+            dist * el.cos() * az.sin(),
+            dist * el.sin(),
+        );
         let cam = Camera::look_at(
             format!("demo_{c:03}"),
             (cfg.width, cfg.height),
@@ -85,12 +97,25 @@ pub fn generate(cfg: &DemoConfig, level: u8) -> Result<Demo, DataError> {
             Vec3::new(0.0, 0.0, 0.35),
             Vec3::Z,
         );
-        labels.push(label_image(&cam, &objects, level, &segment_features[level as usize - 1])?);
+        labels.push(label_image(
+            &cam,
+            &objects,
+            level,
+            &segment_features[level as usize - 1],
+        )?);
         cameras.push(cam);
     }
-    let scene = SceneData { gaussians, cameras, labels };
+    let scene = SceneData {
+        gaussians,
+        cameras,
+        labels,
+    };
     scene.validate()?;
-    Ok(Demo { scene, objects, segment_features })
+    Ok(Demo {
+        scene,
+        objects,
+        segment_features,
+    })
 }
 
 /// Object surface splats (85%) and floor clutter (15%).
@@ -117,7 +142,8 @@ fn make_gaussians(rng: &mut Rng, objects: &[DemoObject], n: usize, floor_radius:
             push_disk(&mut g, rng, p, normal, spacing * 0.75, opacity);
         }
     }
-    let floor_spacing = (std::f32::consts::PI * floor_radius * floor_radius / n_floor as f32).sqrt();
+    let floor_spacing =
+        (std::f32::consts::PI * floor_radius * floor_radius / n_floor as f32).sqrt();
     for _ in 0..n_floor {
         let r = floor_radius * rng.f32().sqrt();
         let a = rng.range(0.0, std::f32::consts::TAU);
@@ -131,7 +157,7 @@ fn make_gaussians(rng: &mut Rng, objects: &[DemoObject], n: usize, floor_radius:
 
 /// Appends a flat splat at `p` facing `normal`, tangential size `s`.
 fn push_disk(g: &mut Gaussians, rng: &mut Rng, p: Vec3, normal: Vec3, s: f32, opacity_logit: f32) {
-    let q = Quat::from_rotation_arc(Vec3::Z, normal) * Quat::from_rotation_z(rng.range(0.0, 6.28));
+    let q = Quat::from_rotation_arc(Vec3::Z, normal) * Quat::from_rotation_z(rng.range(0.0, std::f32::consts::TAU));
     let sx = s * rng.range(0.8, 1.25);
     let sy = s * rng.range(0.8, 1.25);
     g.means.push(p.to_array());
@@ -183,7 +209,11 @@ fn label_image(
             let uniform = (-r..=r).all(|dy| {
                 (-r..=r).all(|dx| {
                     let (xx, yy) = (x + dx, y + dy);
-                    xx >= 0 && yy >= 0 && xx < w as i64 && yy < h as i64 && hit[yy as usize * w + xx as usize] == id
+                    xx >= 0
+                        && yy >= 0
+                        && xx < w as i64
+                        && yy < h as i64
+                        && hit[yy as usize * w + xx as usize] == id
                 })
             });
             if uniform {
@@ -204,7 +234,13 @@ fn label_image(
             *s = local[g];
         }
     }
-    ImageLabels::from_seg_map(cam.name.clone(), (cam.width, cam.height), &seg, table, DEMO_DIM)
+    ImageLabels::from_seg_map(
+        cam.name.clone(),
+        (cam.width, cam.height),
+        &seg,
+        table,
+        DEMO_DIM,
+    )
 }
 
 /// Nearest positive ray parameter where `o + t·d` meets the ellipsoid surface.
@@ -230,8 +266,9 @@ pub fn teacher_feature(demo: &Demo, gaussian: usize, level: u8) -> Option<[f32; 
     let p = Vec3::from(demo.scene.gaussians.means[gaussian]);
     demo.objects.iter().enumerate().find_map(|(oi, o)| {
         let u = (p - o.centre) / o.radii;
-        ((u.length() - 1.0).abs() < 1e-3)
-            .then(|| demo.segment_features[level as usize - 1][oi * 4 + segment(o, p, level) as usize])
+        ((u.length() - 1.0).abs() < 1e-3).then(|| {
+            demo.segment_features[level as usize - 1][oi * 4 + segment(o, p, level) as usize]
+        })
     })
 }
 
@@ -250,7 +287,10 @@ mod tests {
         assert!((3500..4500).contains(&n), "{n} gaussians");
         let fracs: Vec<f64> = a.scene.labels.iter().map(|l| l.valid_fraction()).collect();
         let mean = fracs.iter().sum::<f64>() / fracs.len() as f64;
-        eprintln!("valid fraction mean {mean:.3} min {:.3}", fracs.iter().cloned().fold(1.0, f64::min));
+        eprintln!(
+            "valid fraction mean {mean:.3} min {:.3}",
+            fracs.iter().cloned().fold(1.0, f64::min)
+        );
         assert!((0.2..=0.4).contains(&mean), "mean valid fraction {mean}");
         // Every mask feature is a unit vector and features are all from the teacher.
         for l in &a.scene.labels {
@@ -259,17 +299,31 @@ mod tests {
                 assert!((n - 1.0).abs() < 1e-5);
             }
         }
-        let with_teacher = (0..n).filter(|&i| teacher_feature(&a, i, 1).is_some()).count();
-        assert!(with_teacher > n * 8 / 10, "{with_teacher} of {n} on objects");
+        let with_teacher = (0..n)
+            .filter(|&i| teacher_feature(&a, i, 1).is_some())
+            .count();
+        assert!(
+            with_teacher > n * 8 / 10,
+            "{with_teacher} of {n} on objects"
+        );
     }
 
     #[test]
     fn levels_have_fewer_segments_as_they_grow() {
-        let cfg = DemoConfig { cameras: 4, ..DemoConfig::default() };
+        let cfg = DemoConfig {
+            cameras: 4,
+            ..DemoConfig::default()
+        };
         let rows = |lvl| {
             let d = generate(&cfg, lvl).unwrap();
             d.scene.labels.iter().map(|l| l.rows()).max().unwrap()
         };
-        assert!(rows(1) > rows(2) && rows(2) > rows(3), "{} {} {}", rows(1), rows(2), rows(3));
+        assert!(
+            rows(1) > rows(2) && rows(2) > rows(3),
+            "{} {} {}",
+            rows(1),
+            rows(2),
+            rows(3)
+        );
     }
 }

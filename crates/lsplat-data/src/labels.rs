@@ -35,9 +35,15 @@ impl ImageLabels {
         dim: usize,
     ) -> Result<ImageLabels, DataError> {
         let name = name.into();
-        let bad = |problem: String| DataError::Labels { image: name.clone(), problem };
+        let bad = |problem: String| DataError::Labels {
+            image: name.clone(),
+            problem,
+        };
         if seg.len() != width as usize * height as usize {
-            return Err(bad(format!("segmentation map has {} values, expected {width}x{height}", seg.len())));
+            return Err(bad(format!(
+                "segmentation map has {} values, expected {width}x{height}",
+                seg.len()
+            )));
         }
         let mut valid = Vec::new();
         let mut mask = Vec::new();
@@ -46,10 +52,20 @@ impl ImageLabels {
                 valid.push(p as u32);
                 mask.push(s as u32);
             } else if s != -1 {
-                return Err(bad(format!("segmentation value {s} at pixel {p} is neither -1 nor a row")));
+                return Err(bad(format!(
+                    "segmentation value {s} at pixel {p} is neither -1 nor a row"
+                )));
             }
         }
-        let labels = ImageLabels { name, width, height, valid, mask, features, dim };
+        let labels = ImageLabels {
+            name,
+            width,
+            height,
+            valid,
+            mask,
+            features,
+            dim,
+        };
         labels.validate()?;
         Ok(labels)
     }
@@ -75,12 +91,19 @@ impl ImageLabels {
 
     /// Checks shapes, ordering, ranges and finiteness.
     pub fn validate(&self) -> Result<(), DataError> {
-        let bad = |problem: String| DataError::Labels { image: self.name.clone(), problem };
+        let bad = |problem: String| DataError::Labels {
+            image: self.name.clone(),
+            problem,
+        };
         if self.dim == 0 {
             return Err(bad("feature dimension is 0".into()));
         }
-        if self.features.len() % self.dim != 0 {
-            return Err(bad(format!("feature table of {} values is not a multiple of D = {}", self.features.len(), self.dim)));
+        if !self.features.len().is_multiple_of(self.dim) {
+            return Err(bad(format!(
+                "feature table of {} values is not a multiple of D = {}",
+                self.features.len(),
+                self.dim
+            )));
         }
         if self.valid.len() != self.mask.len() {
             return Err(bad("valid pixels and mask ids differ in length".into()));
@@ -92,14 +115,23 @@ impl ImageLabels {
         if let Some(&last) = self.valid.last()
             && last as u64 >= n_px
         {
-            return Err(bad(format!("pixel index {last} is outside {}x{}", self.width, self.height)));
+            return Err(bad(format!(
+                "pixel index {last} is outside {}x{}",
+                self.width, self.height
+            )));
         }
         let rows = self.rows();
         if let Some(&m) = self.mask.iter().find(|&&m| m as usize >= rows) {
-            return Err(bad(format!("mask index {m} is out of range (the feature table has {rows} rows)")));
+            return Err(bad(format!(
+                "mask index {m} is out of range (the feature table has {rows} rows)"
+            )));
         }
         if let Some(i) = self.features.iter().position(|v| !v.is_finite()) {
-            return Err(bad(format!("feature value {} (row {}) is not finite", self.features[i], i / self.dim)));
+            return Err(bad(format!(
+                "feature value {} (row {}) is not finite",
+                self.features[i],
+                i / self.dim
+            )));
         }
         Ok(())
     }
@@ -144,7 +176,10 @@ impl SceneData {
             cam.validate()?;
             lab.validate()?;
             if cam.name != lab.name {
-                return Err(DataError::Scene(format!("camera `{}` is paired with labels of `{}`", cam.name, lab.name)));
+                return Err(DataError::Scene(format!(
+                    "camera `{}` is paired with labels of `{}`",
+                    cam.name, lab.name
+                )));
             }
             if (cam.width, cam.height) != (lab.width, lab.height) {
                 return Err(DataError::Labels {
@@ -158,12 +193,17 @@ impl SceneData {
             if lab.dim != dim {
                 return Err(DataError::Labels {
                     image: lab.name.clone(),
-                    problem: format!("feature dimension {} differs from {dim} of the first image", lab.dim),
+                    problem: format!(
+                        "feature dimension {} differs from {dim} of the first image",
+                        lab.dim
+                    ),
                 });
             }
         }
         if self.labels.iter().all(|l| l.valid.is_empty()) {
-            return Err(DataError::Scene("no image has a valid pixel at this level".into()));
+            return Err(DataError::Scene(
+                "no image has a valid pixel at this level".into(),
+            ));
         }
         Ok(())
     }
@@ -180,13 +220,18 @@ mod tests {
         assert_eq!(l.valid, vec![1, 2, 4, 5]);
         assert_eq!(l.mask, vec![0, 1, 1, 0]);
         assert_eq!(l.seg_map(), seg);
-        let e = ImageLabels::from_seg_map("a", (3, 2), &[-1, 0, 2, -1, 1, 0], vec![1.0; 4], 2).unwrap_err();
-        assert!(e.to_string().contains("mask index 2 is out of range"), "{e}");
+        let e = ImageLabels::from_seg_map("a", (3, 2), &[-1, 0, 2, -1, 1, 0], vec![1.0; 4], 2)
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("mask index 2 is out of range"),
+            "{e}"
+        );
         let e = ImageLabels::from_seg_map("a", (3, 2), &[0; 5], vec![1.0; 4], 2).unwrap_err();
         assert!(e.to_string().contains("5 values"), "{e}");
         let e = ImageLabels::from_seg_map("a", (3, 2), &[-3; 6], vec![1.0; 4], 2).unwrap_err();
         assert!(e.to_string().contains("-3"), "{e}");
-        let e = ImageLabels::from_seg_map("a", (3, 2), &[0; 6], vec![f32::NAN, 0.0], 2).unwrap_err();
+        let e =
+            ImageLabels::from_seg_map("a", (3, 2), &[0; 6], vec![f32::NAN, 0.0], 2).unwrap_err();
         assert!(e.to_string().contains("not finite"), "{e}");
     }
 }

@@ -1,0 +1,139 @@
+//! Tile binning: every (tile, splat) intersection, sorted by tile then depth.
+
+use lsplat_core::TileGrid;
+
+use crate::pool::{Workers, balanced_ranges};
+use crate::project::CpuProjection;
+
+/// Sorted tile lists of one camera, plus the Gaussian-major view of the same
+/// intersections that the deterministic backward reduces over.
+#[derive(Clone, Debug, Default)]
+pub struct CpuBins {
+    /// `tile_count + 1` offsets into `sorted`.
+    pub tile_offsets: Vec<u32>,
+    /// Gaussian ids, by tile, front to back within a tile.
+    pub sorted: Vec<u32>,
+    /// `N + 1` offsets: Gaussian `g` owns intersections `by_gauss[g]..by_gauss[g + 1]`.
+    pub by_gauss: Vec<u32>,
+    /// For each Gaussian-major intersection, its position in `sorted`.
+    pub perm: Vec<u32>,
+    cursor: Vec<u32>,
+}
+
+impl CpuBins {
+    /// Number of intersections.
+    pub fn len(&self) -> usize {
+        self.sorted.len()
+    }
+
+    /// True when no splat touches a tile.
+    pub fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        4 * (self.tile_offsets.len() + self.sorted.len() + self.by_gauss.len() + self.perm.len())
+    }
+
+    /// The Gaussians of tile `t`, front to back.
+    pub fn tile(&self, t: usize) -> &[u32] {
+        &self.sorted[self.tile_offsets[t] as usize..self.tile_offsets[t + 1] as usize]
+    }
+}
+
+fn rect_area(r: &[u32; 4]) -> u32 {
+    (r[2] - r[0]) * (r[3] - r[1])
+}
+
+/// Bins and sorts (reusing `out`'s memory).
+pub fn bin_and_sort(workers: &Workers, proj: &CpuProjection, grid: TileGrid, out: &mut CpuBins) {
+    let n = proj.splats.len();
+    let n_tiles = grid.tile_count();
+    let tiles_x = grid.tiles_x();
+    // Gaussian-major offsets.
+    out.by_gauss.clear();
+    out.by_gauss.reserve(n + 1);
+    out.by_gauss.push(0);
+    let mut total = 0u32;
+    for s in &proj.splats {
+        total += rect_area(&s.rect);
+        out.by_gauss.push(total);
+    }
+    let total = total as usize;
+    // Per-tile counts, then offsets.
+    out.cursor.clear();
+    out.cursor.resize(n_tiles, 0);
+    for s in &proj.splats {
+        let r = s.rect;
+        for ty in r[1]..r[3] {
+            for tx in r[0]..r[2] {
+                out.cursor[(ty * tiles_x + tx) as usize] += 1;
+            }
+        }
+    }
+    out.tile_offsets.clear();
+    out.tile_offsets.reserve(n_tiles + 1);
+    out.tile_offsets.push(0);
+    let mut acc = 0u32;
+    for c in out.cursor.iter_mut() {
+        let count = *c;
+        *c = acc;
+        acc += count;
+        out.tile_offsets.push(acc);
+    }
+    // Scatter in Gaussian order (stable per tile).
+    out.sorted.clear();
+    out.sorted.resize(total, 0);
+    for (g, s) in proj.splats.iter().enumerate() {
+        let r = s.rect;
+        for ty in r[1]..r[3] {
+            for tx in r[0]..r[2] {
+                let t = (ty * tiles_x + tx) as usize;
+                out.sorted[out.cursor[t] as usize] = g as u32;
+                out.cursor[t] += 1;
+            }
+        }
+    }
+    // Sort each tile front to back (ties by Gaussian id, so the order is total).
+    let offsets = &out.tile_offsets;
+    let parts = if total < 1 << 14 {
+        1
+    } else {
+        4 * workers.threads()
+    };
+    let ranges = balanced_ranges(
+        (0..n_tiles).map(|t| (offsets[t + 1] - offsets[t]) as u64),
+        n_tiles,
+        parts,
+    );
+    workers.for_ranges(
+        &ranges,
+        &mut out.sorted,
+        |t| offsets[t] as usize,
+        |tiles, chunk| {
+            let base = offsets[tiles.start] as usize;
+            for t in tiles {
+                let seg = &mut chunk[offsets[t] as usize - base..offsets[t + 1] as usize - base];
+                seg.sort_unstable_by(|&a, &b| {
+                    proj.splats[a as usize]
+                        .depth
+                        .total_cmp(&proj.splats[b as usize].depth)
+                        .then(a.cmp(&b))
+                });
+            }
+        },
+    );
+    // Gaussian-major index of every sorted position.
+    out.perm.clear();
+    out.perm.resize(total, 0);
+    for t in 0..n_tiles {
+        let (tx, ty) = (t as u32 % tiles_x, t as u32 / tiles_x);
+        for pos in out.tile_offsets[t]..out.tile_offsets[t + 1] {
+            let g = out.sorted[pos as usize] as usize;
+            let r = proj.splats[g].rect;
+            let local = (ty - r[1]) * (r[2] - r[0]) + (tx - r[0]);
+            out.perm[(out.by_gauss[g] + local) as usize] = pos;
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! The CPU backend: the reference implementation of every op and a fast one.
+//!
+//! Work is split into contiguous tile (or row, or Gaussian) ranges balanced by
+//! estimated cost and run on a bevy_tasks pool sized to the physical cores; tiny work
+//! runs inline, since dispatching microsecond ops to threads costs more than it saves.
+//! Every reduction has a fixed order, so results are bitwise reproducible.
+
+pub mod bins;
+pub mod channels;
+pub mod operator;
+pub mod optim;
+pub mod pool;
+pub mod project;
+pub mod raster;
+
+use std::sync::Mutex;
+
+use lsplat_core::config::{LossKind, WeightPrecision};
+use lsplat_core::{Gaussians, TileGrid};
+use lsplat_device::{
+    AdamParams, Backend, CameraParams, DeviceError, Element, GroundTruth, MemoryInfo,
+    OperatorStats, PixelSet, Result,
+};
+
+use crate::bins::CpuBins;
+use crate::channels::{MAX_CHANNELS, with_channels};
+use crate::operator::CpuOperator;
+use crate::pool::Workers;
+use crate::project::{CpuGeometry, CpuProjection};
+use crate::raster::Pixels;
+
+/// The CPU device.
+pub struct CpuBackend {
+    workers: Workers,
+    scratch: Mutex<Vec<f32>>,
+}
+
+impl CpuBackend {
+    /// A backend with `threads` workers (0 = one per physical core).
+    pub fn new(threads: usize) -> Self {
+        CpuBackend {
+            workers: Workers::new(threads),
+            scratch: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The worker pool.
+    pub fn workers(&self) -> &Workers {
+        &self.workers
+    }
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        CpuBackend::new(0)
+    }
+}
+
+fn check(op: &'static str, what: &str, got: usize, expected: usize) -> Result<()> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(DeviceError::shape(
+            op,
+            format!("{what} has {got} elements, expected {expected}"),
+        ))
+    }
+}
+
+fn check_channels(op: &'static str, c: usize) -> Result<()> {
+    if (1..=MAX_CHANNELS).contains(&c) {
+        Ok(())
+    } else {
+        Err(DeviceError::shape(
+            op,
+            format!("{c} channels (supported: 1..={MAX_CHANNELS})"),
+        ))
+    }
+}
+
+fn pixels<'a>(set: &'a PixelSet<CpuBackend>) -> Pixels<'a> {
+    Pixels {
+        pixels: &set.pixels,
+        tile_offsets: &set.tile_offsets,
+        width: set.grid.width,
+    }
+}
+
+fn check_bins(
+    op: &'static str,
+    proj: &CpuProjection,
+    bins: &CpuBins,
+    set: &PixelSet<CpuBackend>,
+) -> Result<()> {
+    if bins.tile_offsets.len() != set.grid.tile_count() + 1
+        || bins.by_gauss.len() != proj.splats.len() + 1
+    {
+        return Err(DeviceError::shape(
+            op,
+            "bins do not belong to this projection and pixel grid",
+        ));
+    }
+    Ok(())
+}
+
+impl Backend for CpuBackend {
+    type Buf<T: Element> = Vec<T>;
+    type Geometry = CpuGeometry;
+    type Projection = CpuProjection;
+    type Bins = CpuBins;
+    type Operator = CpuOperator;
+
+    fn describe(&self) -> String {
+        format!("cpu ({} threads)", self.workers.threads())
+    }
+
+    fn alloc<T: Element>(&self, len: usize) -> Result<Vec<T>> {
+        Ok(vec![T::default(); len])
+    }
+
+    fn upload<T: Element>(&self, data: &[T]) -> Result<Vec<T>> {
+        Ok(data.to_vec())
+    }
+
+    fn download<T: Element>(&self, buf: &Vec<T>) -> Result<Vec<T>> {
+        Ok(buf.clone())
+    }
+
+    fn buf_len<T: Element>(buf: &Vec<T>) -> usize {
+        buf.len()
+    }
+
+    fn fill<T: Element>(&self, buf: &mut Vec<T>, value: T) -> Result<()> {
+        buf.fill(value);
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn memory(&self) -> Option<MemoryInfo> {
+        let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let field = |name: &str| {
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(|kib| kib * 1024)
+        };
+        Some(MemoryInfo {
+            free: field("MemAvailable:")?,
+            total: field("MemTotal:")?,
+        })
+    }
+
+    fn upload_geometry(&self, gaussians: &Gaussians) -> Result<CpuGeometry> {
+        Ok(CpuGeometry::new(gaussians))
+    }
+
+    fn project(
+        &self,
+        geometry: &CpuGeometry,
+        camera: &CameraParams,
+        grid: TileGrid,
+        out: &mut CpuProjection,
+    ) -> Result<()> {
+        if (grid.width, grid.height) != (camera.width, camera.height) {
+            return Err(DeviceError::shape(
+                "project",
+                "tile grid and camera sizes differ",
+            ));
+        }
+        project::project_all(&self.workers, geometry, camera, grid, out);
+        Ok(())
+    }
+
+    fn bin_and_sort(
+        &self,
+        projection: &CpuProjection,
+        grid: TileGrid,
+        out: &mut CpuBins,
+    ) -> Result<()> {
+        bins::bin_and_sort(&self.workers, projection, grid, out);
+        Ok(())
+    }
+
+    fn rasterize(
+        &self,
+        projection: &CpuProjection,
+        bins: &CpuBins,
+        set: &PixelSet<Self>,
+        features: &Vec<f32>,
+        channels: usize,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        check_channels("rasterize", channels)?;
+        check_bins("rasterize", projection, bins, set)?;
+        check(
+            "rasterize",
+            "features",
+            features.len(),
+            projection.splats.len() * channels,
+        )?;
+        check("rasterize", "output", out.len(), set.len * channels)?;
+        let px = pixels(set);
+        with_channels!(channels, ch => raster::rasterize(&self.workers, &projection.splats, bins, px, features, ch, out));
+        Ok(())
+    }
+
+    fn rasterize_backward(
+        &self,
+        projection: &CpuProjection,
+        bins: &CpuBins,
+        set: &PixelSet<Self>,
+        d_out: &Vec<f32>,
+        channels: usize,
+        d_features: &mut Vec<f32>,
+    ) -> Result<()> {
+        check_channels("rasterize_backward", channels)?;
+        check_bins("rasterize_backward", projection, bins, set)?;
+        check(
+            "rasterize_backward",
+            "d_out",
+            d_out.len(),
+            set.len * channels,
+        )?;
+        check(
+            "rasterize_backward",
+            "d_features",
+            d_features.len(),
+            projection.splats.len() * channels,
+        )?;
+        let px = pixels(set);
+        let mut contrib = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        with_channels!(channels, ch => raster::rasterize_backward(
+            &self.workers, &projection.splats, bins, px, d_out, ch, &mut contrib, d_features));
+        Ok(())
+    }
+
+    fn build_operator(
+        &self,
+        projection: &CpuProjection,
+        bins: &CpuBins,
+        set: &PixelSet<Self>,
+        gaussians: usize,
+        precision: WeightPrecision,
+    ) -> Result<CpuOperator> {
+        check_bins("build_operator", projection, bins, set)?;
+        check(
+            "build_operator",
+            "projection",
+            projection.splats.len(),
+            gaussians,
+        )?;
+        operator::build(
+            &self.workers,
+            &projection.splats,
+            bins,
+            pixels(set),
+            gaussians,
+            precision,
+        )
+        .map_err(|e| DeviceError::shape("build_operator", e))
+    }
+
+    fn operator_stats(&self, op: &CpuOperator) -> OperatorStats {
+        OperatorStats {
+            rows: op.rows,
+            nnz: op.nnz(),
+            bytes: op.bytes(),
+        }
+    }
+
+    fn geometry_cache_bytes(&self, projection: &CpuProjection, bins: &CpuBins) -> usize {
+        projection.bytes() + bins.bytes()
+    }
+
+    fn spmm(
+        &self,
+        op: &CpuOperator,
+        x: &Vec<f32>,
+        channels: usize,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        check_channels("spmm", channels)?;
+        check("spmm", "x", x.len(), op.cols * channels)?;
+        check("spmm", "output", out.len(), op.rows * channels)?;
+        operator::spmm(&self.workers, op, x, channels, out);
+        Ok(())
+    }
+
+    fn spmm_t(
+        &self,
+        op: &CpuOperator,
+        d_out: &Vec<f32>,
+        channels: usize,
+        d_x: &mut Vec<f32>,
+    ) -> Result<()> {
+        check_channels("spmm_t", channels)?;
+        check("spmm_t", "d_out", d_out.len(), op.rows * channels)?;
+        check("spmm_t", "d_x", d_x.len(), op.cols * channels)?;
+        operator::spmm_t(&self.workers, op, d_out, channels, d_x);
+        Ok(())
+    }
+
+    fn normalize(&self, x: &Vec<f32>, channels: usize, out: &mut Vec<f32>) -> Result<()> {
+        check_channels("normalize", channels)?;
+        check("normalize", "output", out.len(), x.len())?;
+        optim::normalize(x, channels, out);
+        Ok(())
+    }
+
+    fn normalize_backward(
+        &self,
+        x: &Vec<f32>,
+        d_out: &Vec<f32>,
+        channels: usize,
+        d_x: &mut Vec<f32>,
+    ) -> Result<()> {
+        check_channels("normalize_backward", channels)?;
+        check("normalize_backward", "d_out", d_out.len(), x.len())?;
+        check("normalize_backward", "d_x", d_x.len(), x.len())?;
+        optim::normalize_backward(x, d_out, channels, d_x);
+        Ok(())
+    }
+
+    fn pixel_loss(
+        &self,
+        kind: LossKind,
+        rendered: &Vec<f32>,
+        gt: &GroundTruth<Self>,
+        weight: f32,
+        d_rendered: &mut Vec<f32>,
+        loss: &mut Vec<f32>,
+        slot: usize,
+        accumulate: bool,
+    ) -> Result<()> {
+        let c = gt.channels;
+        let v = gt.pixels.len;
+        check("pixel_loss", "rendered", rendered.len(), v * c)?;
+        check("pixel_loss", "d_rendered", d_rendered.len(), v * c)?;
+        if slot >= loss.len() {
+            return Err(DeviceError::shape(
+                "pixel_loss",
+                format!("slot {slot} outside {} loss slots", loss.len()),
+            ));
+        }
+        let hw = gt.pixels.grid.pixel_count();
+        let (mask, table) = (&gt.mask[..], &gt.table[..]);
+        let value = match kind {
+            LossKind::MaskedL1 => {
+                optim::masked_l1(rendered, mask, table, c, hw, weight, d_rendered)
+            }
+            LossKind::Cosine => {
+                optim::cosine(rendered, mask, table, c, hw, weight, d_rendered, false)
+            }
+            LossKind::L1Cosine => {
+                optim::masked_l1(rendered, mask, table, c, hw, weight, d_rendered)
+                    + optim::cosine(rendered, mask, table, c, hw, weight, d_rendered, true)
+            }
+        };
+        let value = (value * weight as f64) as f32;
+        if accumulate {
+            loss[slot] += value;
+        } else {
+            loss[slot] = value;
+        }
+        Ok(())
+    }
+
+    fn adam_step(
+        &self,
+        params: &mut Vec<f32>,
+        grads: &Vec<f32>,
+        m: &mut Vec<f32>,
+        v: &mut Vec<f32>,
+        hp: &AdamParams,
+    ) -> Result<()> {
+        let n = params.len();
+        check("adam_step", "grads", grads.len(), n)?;
+        check("adam_step", "m", m.len(), n)?;
+        check("adam_step", "v", v.len(), n)?;
+        optim::adam(params, grads, m, v, hp);
+        Ok(())
+    }
+}

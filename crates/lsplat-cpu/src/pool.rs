@@ -1,0 +1,177 @@
+//! The worker pool (bevy_tasks, sized to the physical cores) and helpers to split
+//! work into contiguous, balanced ranges with disjoint outputs.
+
+use bevy_tasks::{TaskPool, TaskPoolBuilder};
+
+/// Number of physical cores (unique core ids across packages), falling back to the
+/// logical count when the topology is not readable.
+pub fn physical_cores() -> usize {
+    let logical = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut cores = std::collections::BTreeSet::new();
+    for cpu in 0..logical.max(1) {
+        let base = format!("/sys/devices/system/cpu/cpu{cpu}/topology");
+        let read = |f: &str| {
+            std::fs::read_to_string(format!("{base}/{f}"))
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        match (read("physical_package_id"), read("core_id")) {
+            (Some(p), Some(c)) => {
+                cores.insert((p, c));
+            }
+            _ => return logical,
+        }
+    }
+    cores.len().clamp(1, logical.max(1))
+}
+
+/// A pool of worker threads.
+pub struct Workers {
+    pool: TaskPool,
+    threads: usize,
+}
+
+impl Workers {
+    /// A pool with `threads` workers (0 = physical cores).
+    pub fn new(threads: usize) -> Self {
+        let threads = if threads == 0 {
+            physical_cores()
+        } else {
+            threads
+        };
+        let pool = TaskPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name("lsplat-cpu".into())
+            .build();
+        Workers { pool, threads }
+    }
+
+    /// Number of workers.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Runs `f(range, out_chunk)` over `ranges` (contiguous, ascending, covering
+    /// `0..n`), where `out` is split so that range `r` owns
+    /// `out[bounds(r.start)..bounds(r.end)]`. Runs inline when there is one range.
+    pub fn for_ranges<T: Send>(
+        &self,
+        ranges: &[std::ops::Range<usize>],
+        out: &mut [T],
+        bounds: impl Fn(usize) -> usize + Sync,
+        f: impl Fn(std::ops::Range<usize>, &mut [T]) + Sync,
+    ) {
+        if ranges.len() <= 1 || self.threads <= 1 {
+            for r in ranges {
+                let (a, b) = (bounds(r.start), bounds(r.end));
+                f(r.clone(), &mut out[a..b]);
+            }
+            return;
+        }
+        let mut rest = out;
+        let mut consumed = 0;
+        let mut jobs = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            let (a, b) = (bounds(r.start), bounds(r.end));
+            let tail = std::mem::take(&mut rest);
+            let (_, tail) = tail.split_at_mut(a - consumed);
+            let (chunk, tail) = tail.split_at_mut(b - a);
+            rest = tail;
+            consumed = b;
+            jobs.push((r.clone(), chunk));
+        }
+        let f = &f;
+        self.pool.scope(|s| {
+            for (r, chunk) in jobs {
+                s.spawn(async move { f(r, chunk) });
+            }
+        });
+    }
+}
+
+/// Splits `0..cost.len()` into at most `parts` contiguous ranges of roughly equal
+/// total cost (each range non-empty).
+pub fn balanced_ranges(
+    cost: impl Iterator<Item = u64> + Clone,
+    n: usize,
+    parts: usize,
+) -> Vec<std::ops::Range<usize>> {
+    let total: u64 = cost.clone().sum();
+    let parts = parts.clamp(1, n.max(1));
+    if n == 0 {
+        return Vec::new();
+    }
+    let target = total.div_ceil(parts as u64).max(1);
+    let mut ranges = Vec::with_capacity(parts);
+    let mut start = 0;
+    let mut acc = 0u64;
+    for (i, c) in cost.enumerate() {
+        acc += c;
+        if acc >= target && ranges.len() + 1 < parts {
+            ranges.push(start..i + 1);
+            start = i + 1;
+            acc = 0;
+        }
+    }
+    if start < n {
+        ranges.push(start..n);
+    }
+    ranges
+}
+
+impl Workers {
+    /// Runs `f` on each range and returns the results in range order.
+    pub fn map_ranges<R: Send + 'static>(
+        &self,
+        ranges: &[std::ops::Range<usize>],
+        f: impl Fn(std::ops::Range<usize>) -> R + Sync,
+    ) -> Vec<R> {
+        if ranges.len() <= 1 || self.threads <= 1 {
+            return ranges.iter().map(|r| f(r.clone())).collect();
+        }
+        let f = &f;
+        self.pool.scope(|s| {
+            for r in ranges {
+                let r = r.clone();
+                s.spawn(async move { f(r) });
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_cover_and_balance() {
+        let cost = [5u64, 1, 1, 1, 1, 1, 5, 0, 0, 1];
+        let r = balanced_ranges(cost.iter().copied(), cost.len(), 3);
+        assert_eq!(r.first().unwrap().start, 0);
+        assert_eq!(r.last().unwrap().end, cost.len());
+        for w in r.windows(2) {
+            assert_eq!(w[0].end, w[1].start);
+        }
+        assert!(r.len() <= 3);
+        assert!(balanced_ranges(std::iter::empty(), 0, 4).is_empty());
+    }
+
+    #[test]
+    fn for_ranges_writes_disjoint_chunks() {
+        let w = Workers::new(2);
+        let ranges = balanced_ranges(std::iter::repeat_n(1u64, 10), 10, 4);
+        let mut out = vec![0usize; 20];
+        w.for_ranges(
+            &ranges,
+            &mut out,
+            |i| 2 * i,
+            |r, chunk| {
+                for (k, v) in chunk.iter_mut().enumerate() {
+                    *v = 2 * r.start + k;
+                }
+            },
+        );
+        assert_eq!(out, (0..20).collect::<Vec<_>>());
+        assert!(physical_cores() >= 1);
+    }
+}

@@ -1,0 +1,254 @@
+//! EWA projection of 3D Gaussians to screen-space splats.
+
+use lsplat_core::constants::{ALPHA_THRESHOLD, EPS2D, EXTENT_SIGMA, FOV_GUARD};
+use lsplat_core::{Gaussians, TileGrid};
+use lsplat_device::CameraParams;
+
+/// Geometry resident in host memory: positions, and precomputed 3D covariances
+/// (upper triangle `xx, xy, xz, yy, yz, zz`) and opacities.
+#[derive(Clone, Debug, Default)]
+pub struct CpuGeometry {
+    /// Centres.
+    pub means: Vec<[f32; 3]>,
+    /// World-space covariances (upper triangle).
+    pub cov3d: Vec<[f32; 6]>,
+    /// Opacities (sigmoid of the logits).
+    pub opacity: Vec<f32>,
+}
+
+impl CpuGeometry {
+    /// Precomputes covariances and opacities.
+    pub fn new(g: &Gaussians) -> Self {
+        let cov3d = g
+            .log_scales
+            .iter()
+            .zip(&g.rotations)
+            .map(|(s, q)| covariance(q, s))
+            .collect();
+        let opacity = (0..g.len()).map(|i| g.opacity(i)).collect();
+        CpuGeometry {
+            means: g.means.clone(),
+            cov3d,
+            opacity,
+        }
+    }
+
+    /// Number of Gaussians.
+    pub fn len(&self) -> usize {
+        self.means.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.means.is_empty()
+    }
+}
+
+/// Σ = R·S·Sᵀ·Rᵀ for quaternion `(w, x, y, z)` and log-scales.
+pub fn covariance(q: &[f32; 4], log_scale: &[f32; 3]) -> [f32; 6] {
+    let [w, x, y, z] = *q;
+    let r = [
+        [
+            1.0 - 2.0 * (y * y + z * z),
+            2.0 * (x * y - w * z),
+            2.0 * (x * z + w * y),
+        ],
+        [
+            2.0 * (x * y + w * z),
+            1.0 - 2.0 * (x * x + z * z),
+            2.0 * (y * z - w * x),
+        ],
+        [
+            2.0 * (x * z - w * y),
+            2.0 * (y * z + w * x),
+            1.0 - 2.0 * (x * x + y * y),
+        ],
+    ];
+    let s = [log_scale[0].exp(), log_scale[1].exp(), log_scale[2].exp()];
+    // M = R·S, Σ = M·Mᵀ.
+    let m = |i: usize, k: usize| r[i][k] * s[k];
+    let e = |i: usize, j: usize| (0..3).map(|k| m(i, k) * m(j, k)).sum::<f32>();
+    [e(0, 0), e(0, 1), e(0, 2), e(1, 1), e(1, 2), e(2, 2)]
+}
+
+/// A projected splat as the compositor reads it (one cache line holds one).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProjSplat {
+    /// Screen-space centre (pixels).
+    pub xy: [f32; 2],
+    /// Inverse 2D covariance `(a, b, c)`: σ = ½(a·dx² + c·dy²) + b·dx·dy.
+    pub conic: [f32; 3],
+    /// Opacity.
+    pub opacity: f32,
+    /// Camera-space depth.
+    pub depth: f32,
+    /// Tile rectangle `[x0, y0, x1, y1)`; empty (all zero) when culled.
+    pub rect: [u32; 4],
+}
+
+/// Projected splats of one camera, one entry per Gaussian.
+#[derive(Clone, Debug, Default)]
+pub struct CpuProjection {
+    /// One entry per Gaussian.
+    pub splats: Vec<ProjSplat>,
+}
+
+impl CpuProjection {
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.splats.len() * std::mem::size_of::<ProjSplat>()
+    }
+}
+
+/// One projected splat.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Splat2d {
+    /// Centre.
+    pub xy: [f32; 2],
+    /// Conic.
+    pub conic: [f32; 3],
+    /// Depth.
+    pub depth: f32,
+    /// Half extents of the bounding box in pixels.
+    pub radius: [f32; 2],
+}
+
+/// Projects one Gaussian; `None` when culled (behind the near plane, beyond the
+/// far plane, degenerate, or too transparent to ever pass the alpha threshold).
+pub fn project_one(
+    mean: [f32; 3],
+    cov: &[f32; 6],
+    opacity: f32,
+    cam: &CameraParams,
+) -> Option<Splat2d> {
+    let v = &cam.view;
+    let pc = [
+        v[0] * mean[0] + v[1] * mean[1] + v[2] * mean[2] + v[3],
+        v[4] * mean[0] + v[5] * mean[1] + v[6] * mean[2] + v[7],
+        v[8] * mean[0] + v[9] * mean[1] + v[10] * mean[2] + v[11],
+    ];
+    let z = pc[2];
+    if !(z >= cam.near && z <= cam.far) || opacity < ALPHA_THRESHOLD {
+        return None;
+    }
+    // Σ_cam = R Σ Rᵀ.
+    let r = |i: usize, j: usize| v[i * 4 + j];
+    let s = |i: usize, j: usize| {
+        let k = match (i.min(j), i.max(j)) {
+            (0, 0) => 0,
+            (0, 1) => 1,
+            (0, 2) => 2,
+            (1, 1) => 3,
+            (1, 2) => 4,
+            _ => 5,
+        };
+        cov[k]
+    };
+    let mut rs = [[0f32; 3]; 3];
+    for (i, row) in rs.iter_mut().enumerate() {
+        for (j, val) in row.iter_mut().enumerate() {
+            *val = (0..3).map(|k| r(i, k) * s(k, j)).sum();
+        }
+    }
+    let mut sc = [[0f32; 3]; 3];
+    for (i, row) in sc.iter_mut().enumerate() {
+        for (j, val) in row.iter_mut().enumerate() {
+            *val = (0..3).map(|k| rs[i][k] * r(j, k)).sum();
+        }
+    }
+    // Jacobian of the perspective projection with the guard band clamp.
+    let (w, h) = (cam.width as f32, cam.height as f32);
+    let guard = FOV_GUARD - 1.0;
+    let lim_xp = (w - cam.cx) / cam.fx + guard * 0.5 * w / cam.fx;
+    let lim_xn = cam.cx / cam.fx + guard * 0.5 * w / cam.fx;
+    let lim_yp = (h - cam.cy) / cam.fy + guard * 0.5 * h / cam.fy;
+    let lim_yn = cam.cy / cam.fy + guard * 0.5 * h / cam.fy;
+    let tx = z * (pc[0] / z).clamp(-lim_xn, lim_xp);
+    let ty = z * (pc[1] / z).clamp(-lim_yn, lim_yp);
+    let j = [
+        [cam.fx / z, 0.0, -cam.fx * tx / (z * z)],
+        [0.0, cam.fy / z, -cam.fy * ty / (z * z)],
+    ];
+    let mut jt = [[0f32; 3]; 2];
+    for i in 0..2 {
+        for k in 0..3 {
+            jt[i][k] = (0..3).map(|m| j[i][m] * sc[m][k]).sum();
+        }
+    }
+    let c2 = |i: usize, k: usize| (0..3).map(|m| jt[i][m] * j[k][m]).sum::<f32>();
+    let a = c2(0, 0) + EPS2D;
+    let b = c2(0, 1);
+    let c = c2(1, 1) + EPS2D;
+    let det = a * c - b * b;
+    if det <= 0.0 || !det.is_finite() {
+        return None;
+    }
+    let inv = 1.0 / det;
+    let extent = (2.0 * (opacity / ALPHA_THRESHOLD).ln())
+        .sqrt()
+        .min(EXTENT_SIGMA);
+    let radius = [(extent * a.sqrt()).ceil(), (extent * c.sqrt()).ceil()];
+    Some(Splat2d {
+        xy: [cam.fx * pc[0] / z + cam.cx, cam.fy * pc[1] / z + cam.cy],
+        conic: [c * inv, -b * inv, a * inv],
+        depth: z,
+        radius,
+    })
+}
+
+/// The tiles a splat's box touches, `[x0, y0, x1, y1)`, clamped to the grid.
+pub fn tile_rect(s: &Splat2d, grid: TileGrid) -> [u32; 4] {
+    let ts = grid.tile_size as f32;
+    let clamp = |v: f32, hi: u32| (v.max(0.0) as u32).min(hi);
+    [
+        clamp(((s.xy[0] - s.radius[0]) / ts).floor(), grid.tiles_x()),
+        clamp(((s.xy[1] - s.radius[1]) / ts).floor(), grid.tiles_y()),
+        clamp(((s.xy[0] + s.radius[0]) / ts).ceil(), grid.tiles_x()),
+        clamp(((s.xy[1] + s.radius[1]) / ts).ceil(), grid.tiles_y()),
+    ]
+}
+
+/// Projects every Gaussian into `out` (resized in place; no allocation once warm).
+pub fn project_all(
+    workers: &crate::pool::Workers,
+    geom: &CpuGeometry,
+    cam: &CameraParams,
+    grid: TileGrid,
+    out: &mut CpuProjection,
+) {
+    let n = geom.len();
+    out.splats.resize(n, ProjSplat::default());
+    let parts = if n < 4096 { 1 } else { 4 * workers.threads() };
+    let ranges = crate::pool::balanced_ranges(std::iter::repeat_n(1u64, n), n, parts);
+    workers.for_ranges(
+        &ranges,
+        &mut out.splats,
+        |i| i,
+        |r, chunk| {
+            for (i, slot) in r.zip(chunk.iter_mut()) {
+                let opacity = geom.opacity[i];
+                *slot = match project_one(geom.means[i], &geom.cov3d[i], opacity, cam) {
+                    Some(s) => {
+                        let tr = tile_rect(&s, grid);
+                        let rect = if tr[0] < tr[2] && tr[1] < tr[3] {
+                            tr
+                        } else {
+                            [0; 4]
+                        };
+                        ProjSplat {
+                            xy: s.xy,
+                            conic: s.conic,
+                            opacity,
+                            depth: s.depth,
+                            rect,
+                        }
+                    }
+                    None => ProjSplat {
+                        opacity,
+                        ..ProjSplat::default()
+                    },
+                };
+            }
+        },
+    );
+}

@@ -1,0 +1,187 @@
+//! Direct compositing and its feature-only backward.
+
+use lsplat_core::constants::{ALPHA_THRESHOLD, MAX_ALPHA, TRANSMITTANCE_STOP};
+
+use crate::bins::CpuBins;
+use crate::channels::Channels;
+use crate::pool::{Workers, balanced_ranges};
+use crate::project::ProjSplat;
+
+/// A host pixel set (tile-major pixels with per-tile offsets).
+#[derive(Clone, Copy)]
+pub struct Pixels<'a> {
+    /// Pixel indices `y·width + x`.
+    pub pixels: &'a [u32],
+    /// Per-tile offsets.
+    pub tile_offsets: &'a [u32],
+    /// Image width.
+    pub width: u32,
+}
+
+/// Walks the front-to-back list of one pixel with the rasterizer's rules and calls
+/// `visit(k, g, w)` for each contributing pair: `k` is the position in `list`, `g` the
+/// Gaussian, `w = α·T` its weight.
+#[inline(always)]
+pub fn walk_pixel(
+    splats: &[ProjSplat],
+    list: &[u32],
+    px: f32,
+    py: f32,
+    mut visit: impl FnMut(usize, u32, f32),
+) {
+    let mut t = 1.0f32;
+    for (k, &g) in list.iter().enumerate() {
+        let s = &splats[g as usize];
+        let dx = s.xy[0] - px;
+        let dy = s.xy[1] - py;
+        let sigma = 0.5 * (s.conic[0] * dx * dx + s.conic[2] * dy * dy) + s.conic[1] * dx * dy;
+        if sigma < 0.0 {
+            continue;
+        }
+        let alpha = (s.opacity * (-sigma).exp()).min(MAX_ALPHA);
+        if alpha < ALPHA_THRESHOLD {
+            continue;
+        }
+        let next_t = t * (1.0 - alpha);
+        if next_t <= TRANSMITTANCE_STOP {
+            break;
+        }
+        visit(k, g, alpha * t);
+        t = next_t;
+    }
+}
+
+/// Pixel centre of pixel index `p`.
+#[inline(always)]
+pub fn centre(p: u32, width: u32) -> (f32, f32) {
+    ((p % width) as f32 + 0.5, (p / width) as f32 + 0.5)
+}
+
+/// Tile ranges balanced by estimated work (pixels × list length).
+pub fn tile_ranges(
+    workers: &Workers,
+    px: &Pixels<'_>,
+    bins: &CpuBins,
+) -> Vec<std::ops::Range<usize>> {
+    let n_tiles = px.tile_offsets.len() - 1;
+    let cost = (0..n_tiles).map(|t| {
+        let np = (px.tile_offsets[t + 1] - px.tile_offsets[t]) as u64;
+        let nl = (bins.tile_offsets[t + 1] - bins.tile_offsets[t]) as u64;
+        np * (nl + 4)
+    });
+    let total: u64 = cost.clone().sum();
+    let parts = if total < 1 << 15 {
+        1
+    } else {
+        8 * workers.threads()
+    };
+    balanced_ranges(cost, n_tiles, parts)
+}
+
+/// `out[i] = Σ w·x[g]` for every pixel `i` of the set.
+pub fn rasterize<C: Channels>(
+    workers: &Workers,
+    splats: &[ProjSplat],
+    bins: &CpuBins,
+    px: Pixels<'_>,
+    x: &[f32],
+    ch: C,
+    out: &mut [f32],
+) {
+    let c = ch.n();
+    let ranges = tile_ranges(workers, &px, bins);
+    let offs = px.tile_offsets;
+    workers.for_ranges(
+        &ranges,
+        out,
+        |t| offs[t] as usize * c,
+        |tiles, chunk| {
+            let base = offs[tiles.start] as usize;
+            for t in tiles {
+                let list = bins.tile(t);
+                for i in offs[t] as usize..offs[t + 1] as usize {
+                    let (cx, cy) = centre(px.pixels[i], px.width);
+                    let row = &mut chunk[(i - base) * c..(i - base + 1) * c];
+                    let mut acc = C::zeros();
+                    walk_pixel(splats, list, cx, cy, |_, g, w| {
+                        let xg = &x[g as usize * c..g as usize * c + c];
+                        C::axpy(&mut acc, w, xg);
+                    });
+                    C::store(&acc, row);
+                }
+            }
+        },
+    );
+}
+
+/// `d_x += Σ_pixels w·d_out[i]`, deterministic and free of atomics: each tile writes
+/// the contribution of its own intersections into `contrib` (indexed like
+/// `bins.sorted`), then each Gaussian sums its intersections in a fixed order.
+pub fn rasterize_backward<C: Channels>(
+    workers: &Workers,
+    splats: &[ProjSplat],
+    bins: &CpuBins,
+    px: Pixels<'_>,
+    d_out: &[f32],
+    ch: C,
+    contrib: &mut Vec<f32>,
+    d_x: &mut [f32],
+) {
+    let c = ch.n();
+    contrib.clear();
+    contrib.resize(bins.len() * c, 0.0);
+    let ranges = tile_ranges(workers, &px, bins);
+    let offs = px.tile_offsets;
+    let boffs = &bins.tile_offsets;
+    workers.for_ranges(
+        &ranges,
+        contrib,
+        |t| boffs[t] as usize * c,
+        |tiles, chunk| {
+            let base = boffs[tiles.start] as usize;
+            for t in tiles {
+                let list = bins.tile(t);
+                let start = boffs[t] as usize - base;
+                for i in offs[t] as usize..offs[t + 1] as usize {
+                    let (cx, cy) = centre(px.pixels[i], px.width);
+                    let d = &d_out[i * c..i * c + c];
+                    walk_pixel(splats, list, cx, cy, |k, _, w| {
+                        let slot = &mut chunk[(start + k) * c..(start + k + 1) * c];
+                        for (s, dv) in slot.iter_mut().zip(d) {
+                            *s += w * dv;
+                        }
+                    });
+                }
+            }
+        },
+    );
+    let n = bins.by_gauss.len() - 1;
+    let parts = if bins.len() < 1 << 15 {
+        1
+    } else {
+        4 * workers.threads()
+    };
+    let granges = balanced_ranges(
+        (0..n).map(|g| (bins.by_gauss[g + 1] - bins.by_gauss[g]) as u64 + 1),
+        n,
+        parts,
+    );
+    let contrib = &contrib[..];
+    workers.for_ranges(
+        &granges,
+        d_x,
+        |g| g * c,
+        |gs, chunk| {
+            let base = gs.start;
+            for g in gs {
+                let row = &mut chunk[(g - base) * c..(g - base + 1) * c];
+                for j in bins.by_gauss[g]..bins.by_gauss[g + 1] {
+                    let pos = bins.perm[j as usize] as usize;
+                    for (r, v) in row.iter_mut().zip(&contrib[pos * c..pos * c + c]) {
+                        *r += v;
+                    }
+                }
+            }
+        },
+    );
+}
