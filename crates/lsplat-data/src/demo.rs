@@ -157,7 +157,8 @@ fn make_gaussians(rng: &mut Rng, objects: &[DemoObject], n: usize, floor_radius:
 
 /// Appends a flat splat at `p` facing `normal`, tangential size `s`.
 fn push_disk(g: &mut Gaussians, rng: &mut Rng, p: Vec3, normal: Vec3, s: f32, opacity_logit: f32) {
-    let q = Quat::from_rotation_arc(Vec3::Z, normal) * Quat::from_rotation_z(rng.range(0.0, std::f32::consts::TAU));
+    let q = Quat::from_rotation_arc(Vec3::Z, normal)
+        * Quat::from_rotation_z(rng.range(0.0, std::f32::consts::TAU));
     let sx = s * rng.range(0.8, 1.25);
     let sy = s * rng.range(0.8, 1.25);
     g.means.push(p.to_array());

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 pub enum DataError {
     /// An I/O error on a file.
     #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A file's content is malformed.
     #[error("{}: {problem}", path.display())]
     Format { path: PathBuf, problem: String },
@@ -23,11 +26,17 @@ pub enum DataError {
 impl DataError {
     /// A format error for `path`.
     pub fn format(path: impl Into<PathBuf>, problem: impl Into<String>) -> Self {
-        DataError::Format { path: path.into(), problem: problem.into() }
+        DataError::Format {
+            path: path.into(),
+            problem: problem.into(),
+        }
     }
 
     /// An I/O error for `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        DataError::Io { path: path.into(), source }
+        DataError::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

@@ -33,16 +33,30 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), DataError> {
 }
 
 fn temp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
 }
 
 /// Writes a float32 array as a `.npy` file (little-endian, C order) atomically.
 pub fn write_npy_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<(), DataError> {
-    assert_eq!(shape.iter().product::<usize>(), data.len(), "npy shape does not match data");
+    assert_eq!(
+        shape.iter().product::<usize>(),
+        data.len(),
+        "npy shape does not match data"
+    );
     let dims = match shape {
         [n] => format!("({n},)"),
-        _ => format!("({})", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
     let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {dims}, }}");
     // Magic (6) + version (2) + header length (2) + header + '\n' is a multiple of 64.
@@ -76,7 +90,11 @@ mod tests {
         });
         assert!(r.unwrap_err().to_string().contains("out.bin"));
         assert_eq!(std::fs::read(&p).unwrap(), b"old");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "temp file removed");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "temp file removed"
+        );
         write_bytes_atomic(&p, b"new").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
     }
@@ -90,6 +108,10 @@ mod tests {
         let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
         assert_eq!((10 + hlen) % 64, 0);
         assert_eq!(b.len(), 10 + hlen + 24);
-        assert!(std::str::from_utf8(&b[10..10 + hlen]).unwrap().contains("'shape': (2, 3)"));
+        assert!(
+            std::str::from_utf8(&b[10..10 + hlen])
+                .unwrap()
+                .contains("'shape': (2, 3)")
+        );
     }
 }

@@ -11,6 +11,7 @@ pub mod io;
 pub mod labels;
 pub mod npy;
 pub mod npz;
+pub mod ply;
 #[cfg(test)]
 pub(crate) mod testdata;
 

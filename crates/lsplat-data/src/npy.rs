@@ -61,14 +61,19 @@ pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<NpyArray, DataError> {
     }
     let (hlen, start): (usize, usize) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => {
-            (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
-        }
+        2 | 3 if bytes.len() >= 12 => (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        ),
         v => return Err(bad(format!("unsupported .npy version {v}"))),
     };
     let text = bytes
         .get(start..start.saturating_add(hlen))
-        .ok_or_else(|| bad(format!("truncated: header of {hlen} bytes does not fit in the file")))?;
+        .ok_or_else(|| {
+            bad(format!(
+                "truncated: header of {hlen} bytes does not fit in the file"
+            ))
+        })?;
     let text = std::str::from_utf8(text).map_err(|_| bad("header is not text".into()))?;
     let h = parse_header(text).map_err(|p| bad(format!("bad header: {p}")))?;
     let count = h
@@ -77,9 +82,15 @@ pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<NpyArray, DataError> {
         .try_fold(1usize, |a, &d| a.checked_mul(d))
         .ok_or_else(|| bad(format!("shape {:?} overflows", h.shape)))?;
     let body = &bytes[start + hlen..];
-    let need = count.checked_mul(h.size).ok_or_else(|| bad("array size overflows".into()))?;
+    let need = count
+        .checked_mul(h.size)
+        .ok_or_else(|| bad("array size overflows".into()))?;
     if body.len() != need {
-        let what = if body.len() < need { "truncated" } else { "trailing bytes" };
+        let what = if body.len() < need {
+            "truncated"
+        } else {
+            "trailing bytes"
+        };
         return Err(bad(format!(
             "{what}: shape {:?} needs {need} data bytes, the file has {}",
             h.shape,
@@ -87,7 +98,10 @@ pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<NpyArray, DataError> {
         )));
     }
     let data = body.chunks_exact(h.size).map(|c| convert(c, &h)).collect();
-    Ok(NpyArray { shape: h.shape, data })
+    Ok(NpyArray {
+        shape: h.shape,
+        data,
+    })
 }
 
 /// Converts one element to `f32`.
@@ -129,7 +143,9 @@ fn parse_header(text: &str) -> Result<Header, String> {
         Some("b") => Kind::Bool,
         _ => return Err(format!("unsupported element type `{descr}`")),
     };
-    let size: usize = ty[1..].parse().map_err(|_| format!("unsupported element type `{descr}`"))?;
+    let size: usize = ty[1..]
+        .parse()
+        .map_err(|_| format!("unsupported element type `{descr}`"))?;
     let ok = match kind {
         Kind::Float => matches!(size, 2 | 4 | 8),
         Kind::Bool => size == 1,
@@ -154,12 +170,20 @@ fn parse_header(text: &str) -> Result<Header, String> {
     let mut shape = Vec::new();
     for part in inner.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let p = part.trim_end_matches('L');
-        shape.push(p.parse::<usize>().map_err(|_| format!("shape entry `{part}` is not a size"))?);
+        shape.push(
+            p.parse::<usize>()
+                .map_err(|_| format!("shape entry `{part}` is not a size"))?,
+        );
     }
     if fortran && shape.iter().filter(|&&d| d > 1).count() > 1 {
         return Err("Fortran-ordered arrays are not supported (save in C order)".into());
     }
-    Ok(Header { kind, size, big_endian: order == '>', shape })
+    Ok(Header {
+        kind,
+        size,
+        big_endian: order == '>',
+        shape,
+    })
 }
 
 /// The text after `'key':` in the header, trimmed.
@@ -167,7 +191,9 @@ fn value_of<'a>(text: &'a str, key: &str) -> Result<&'a str, String> {
     let pat = format!("'{key}'");
     let at = text.find(&pat).ok_or_else(|| format!("no `{key}` entry"))?;
     let rest = text[at + pat.len()..].trim_start();
-    let rest = rest.strip_prefix(':').ok_or_else(|| format!("no `:` after `{key}`"))?;
+    let rest = rest
+        .strip_prefix(':')
+        .ok_or_else(|| format!("no `:` after `{key}`"))?;
     Ok(rest.trim_start())
 }
 
@@ -176,7 +202,14 @@ fn value_of<'a>(text: &'a str, key: &str) -> Result<&'a str, String> {
 pub fn npy_bytes(descr: &str, shape: &[usize], raw: &[u8]) -> Vec<u8> {
     let dims = match shape {
         [n] => format!("({n},)"),
-        _ => format!("({})", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
     let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
     while (10 + header.len() + 1) % 64 != 0 {
@@ -210,18 +243,43 @@ mod tests {
 
     #[test]
     fn converts_other_types() {
-        let f16: Vec<u8> = [1.5f32, -2.0].iter().flat_map(|v| half::f16::from_f32(*v).to_le_bytes()).collect();
-        assert_eq!(parse_npy(&npy_bytes("<f2", &[2], &f16), p()).unwrap().data, vec![1.5, -2.0]);
-        let f64b: Vec<u8> = [0.25f64, 7.0].iter().flat_map(|v| v.to_le_bytes()).collect();
-        assert_eq!(parse_npy(&npy_bytes("<f8", &[1, 2], &f64b), p()).unwrap().data, vec![0.25, 7.0]);
+        let f16: Vec<u8> = [1.5f32, -2.0]
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect();
+        assert_eq!(
+            parse_npy(&npy_bytes("<f2", &[2], &f16), p()).unwrap().data,
+            vec![1.5, -2.0]
+        );
+        let f64b: Vec<u8> = [0.25f64, 7.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(
+            parse_npy(&npy_bytes("<f8", &[1, 2], &f64b), p())
+                .unwrap()
+                .data,
+            vec![0.25, 7.0]
+        );
         let i8b = (-5i64).to_le_bytes();
         let a = parse_npy(&npy_bytes("<i8", &[], &i8b), p()).unwrap();
         assert_eq!((a.shape.len(), a.data.clone()), (0, vec![-5.0]));
         let be = 3.0f32.to_be_bytes();
-        assert_eq!(parse_npy(&npy_bytes(">f4", &[1], &be), p()).unwrap().data, vec![3.0]);
+        assert_eq!(
+            parse_npy(&npy_bytes(">f4", &[1], &be), p()).unwrap().data,
+            vec![3.0]
+        );
         let i2 = (-300i16).to_le_bytes();
-        assert_eq!(parse_npy(&npy_bytes("<i2", &[1], &i2), p()).unwrap().data, vec![-300.0]);
-        assert_eq!(parse_npy(&npy_bytes("|u1", &[2], &[7, 255]), p()).unwrap().data, vec![7.0, 255.0]);
+        assert_eq!(
+            parse_npy(&npy_bytes("<i2", &[1], &i2), p()).unwrap().data,
+            vec![-300.0]
+        );
+        assert_eq!(
+            parse_npy(&npy_bytes("|u1", &[2], &[7, 255]), p())
+                .unwrap()
+                .data,
+            vec![7.0, 255.0]
+        );
     }
 
     #[test]

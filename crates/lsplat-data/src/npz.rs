@@ -25,17 +25,26 @@ pub fn parse_npz(bytes: &[u8], path: &Path) -> Result<Vec<(String, NpyArray)>, D
         .find(|&i| bytes.get(i..i + 4) == Some(b"PK\x05\x06"))
         .ok_or_else(|| bad("not a zip archive (no end-of-central-directory record)".into()))?;
     let count = u16_at(bytes, eocd + 10).ok_or_else(|| bad("truncated zip directory".into()))?;
-    let mut at = u32_at(bytes, eocd + 16).ok_or_else(|| bad("truncated zip directory".into()))? as usize;
+    let mut at =
+        u32_at(bytes, eocd + 16).ok_or_else(|| bad("truncated zip directory".into()))? as usize;
     let mut out = Vec::new();
     for _ in 0..count {
-        let entry = central_entry(bytes, at).ok_or_else(|| bad(format!("bad zip directory entry at byte {at}")))?;
+        let entry = central_entry(bytes, at)
+            .ok_or_else(|| bad(format!("bad zip directory entry at byte {at}")))?;
         at = entry.next;
-        let name = entry.name.strip_suffix(".npy").unwrap_or(&entry.name).to_string();
+        let name = entry
+            .name
+            .strip_suffix(".npy")
+            .unwrap_or(&entry.name)
+            .to_string();
         let inner = path.join(&entry.name);
         if entry.method != 0 {
             return Err(DataError::format(
                 inner,
-                format!("compression method {} is not supported (save with np.savez, not savez_compressed)", entry.method),
+                format!(
+                    "compression method {} is not supported (save with np.savez, not savez_compressed)",
+                    entry.method
+                ),
             ));
         }
         let data = local_data(bytes, entry.offset, entry.size)
@@ -90,7 +99,13 @@ fn central_entry(b: &[u8], at: usize) -> Option<Entry> {
         e += 4 + len;
     }
     let next = at + 46 + name_len + extra_len + comment_len;
-    Some(Entry { name, method, size, offset, next })
+    Some(Entry {
+        name,
+        method,
+        size,
+        offset,
+        next,
+    })
 }
 
 fn local_data(b: &[u8], offset: u64, size: u64) -> Option<&[u8]> {
@@ -126,7 +141,10 @@ mod tests {
     fn reads_gsplat_garden() {
         let arrays = read_npz(&garden()).unwrap();
         let names: Vec<&str> = arrays.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["means3d", "colors", "viewmats", "Ks", "height", "width"]);
+        assert_eq!(
+            names,
+            ["means3d", "colors", "viewmats", "Ks", "height", "width"]
+        );
         let get = |n: &str| &arrays.iter().find(|(k, _)| k == n).unwrap().1;
         assert_eq!(get("means3d").shape, vec![138766, 3]);
         assert_eq!(get("viewmats").shape, vec![3, 4, 4]);
@@ -141,7 +159,12 @@ mod tests {
     fn garbled_archives_are_errors() {
         let bytes = std::fs::read(garden()).unwrap();
         let p = Path::new("g.npz");
-        assert!(parse_npz(&bytes[..1000], p).unwrap_err().to_string().contains("g.npz"));
+        assert!(
+            parse_npz(&bytes[..1000], p)
+                .unwrap_err()
+                .to_string()
+                .contains("g.npz")
+        );
         let mut b = bytes.clone();
         let n = b.len();
         b[n - 6..n - 2].copy_from_slice(&u32::MAX.to_le_bytes());
@@ -150,7 +173,12 @@ mod tests {
         let mut b = bytes.clone();
         let cd = u32_at(&b, n - 6).unwrap() as usize;
         b[cd + 10] = 8;
-        assert!(parse_npz(&b, p).unwrap_err().to_string().contains("savez_compressed"));
+        assert!(
+            parse_npz(&b, p)
+                .unwrap_err()
+                .to_string()
+                .contains("savez_compressed")
+        );
         assert!(parse_npz(b"PK\x05\x06", p).is_err());
     }
 }

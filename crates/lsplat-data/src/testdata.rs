@@ -4,5 +4,7 @@ use std::path::PathBuf;
 
 /// `../shared/data/<rel>` resolved from the workspace root.
 pub(crate) fn path(rel: &str) -> PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(rel)
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(rel)
 }
