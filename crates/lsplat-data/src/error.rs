@@ -18,6 +18,28 @@ pub enum DataError {
     /// A scene is inconsistent (cameras vs labels vs Gaussians).
     #[error("scene: {0}")]
     Scene(String),
+    /// A camera uses a lens model with distortion, which the rasterizer cannot model.
+    #[error(
+        "{}: camera {camera} uses the distorted model {model}; only PINHOLE and SIMPLE_PINHOLE are supported, undistort first (e.g. `colmap image_undistorter`)",
+        path.display()
+    )]
+    DistortedCamera {
+        path: PathBuf,
+        camera: String,
+        model: String,
+    },
+    /// Camera names and the images of a label source do not match one to one.
+    #[error(
+        "{}: cameras and labelled images differ; cameras without labels: [{}]; labelled images without a camera: [{}]",
+        path.display(),
+        no_labels.join(", "),
+        no_camera.join(", ")
+    )]
+    NameMismatch {
+        path: PathBuf,
+        no_labels: Vec<String>,
+        no_camera: Vec<String>,
+    },
     /// A core validation error.
     #[error(transparent)]
     Core(#[from] lsplat_core::CoreError),

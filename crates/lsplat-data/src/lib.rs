@@ -5,6 +5,7 @@
 //! the mask feature table). It comes from the embedded synthetic demo ([`demo`]) or
 //! from files users already have.
 
+pub mod cameras;
 pub mod demo;
 pub mod error;
 pub mod io;
