@@ -1,0 +1,114 @@
+// operator.cu — the cached operator W of one camera: build (count pass, fill pass to
+// CSR rows of the pixel set, front to back), the CSC copy for the transposed
+// product (built by bins.cu's stable radix sort of column keys), weight/index
+// compaction, and the SpMM kernels.
+#include "walk.h"
+
+// Count pass: counts[row] = contributing pairs of each pixel row (counts has
+// rows + 1 entries; the last stays zero so an exclusive scan gives the total).
+extern "C" __global__ void __launch_bounds__(LS_TILE_PIXELS)
+    ls_op_count(const float* splats, const u32* bin_offsets, const u32* sorted, const u32* pixels,
+                const u32* pix_offsets, u32 width, u32* counts) {
+  __shared__ LsBatch<LS_TILE_PIXELS> s;
+  const u32 tile = blockIdx.x;
+  const u32 p0 = pix_offsets[tile], np = pix_offsets[tile + 1] - p0;
+  LsPixel p = ls_pixel(pixels, p0, np, width, threadIdx.x);
+  const u32 b0 = bin_offsets[tile], b1 = bin_offsets[tile + 1];
+  u32 n = 0;
+  for (u32 start = b0; start < b1; start += LS_TILE_PIXELS) {
+    if (__syncthreads_and(p.done)) break;
+    ls_stage(s, threadIdx.x, splats, sorted, start + threadIdx.x, b1);
+    __syncthreads();
+    ls_walk(s, (int)min((u32)LS_TILE_PIXELS, b1 - start), p, [&](int, u32, float) { n++; });
+  }
+  if (threadIdx.x < np) counts[p0 + threadIdx.x] = n;
+}
+
+// Fill pass: writes each row's (Gaussian, weight) pairs from row_ptr[row], and the
+// row of every entry (for the CSC build).
+extern "C" __global__ void __launch_bounds__(LS_TILE_PIXELS)
+    ls_op_fill(const float* splats, const u32* bin_offsets, const u32* sorted, const u32* pixels,
+               const u32* pix_offsets, u32 width, const u32* row_ptr, u32* cols, float* weights,
+               u32* entry_rows) {
+  __shared__ LsBatch<LS_TILE_PIXELS> s;
+  const u32 tile = blockIdx.x;
+  const u32 p0 = pix_offsets[tile], np = pix_offsets[tile + 1] - p0;
+  LsPixel p = ls_pixel(pixels, p0, np, width, threadIdx.x);
+  const u32 b0 = bin_offsets[tile], b1 = bin_offsets[tile + 1];
+  const u32 row = p0 + threadIdx.x;
+  u32 o = threadIdx.x < np ? row_ptr[row] : 0u;
+  for (u32 start = b0; start < b1; start += LS_TILE_PIXELS) {
+    if (__syncthreads_and(p.done)) break;
+    ls_stage(s, threadIdx.x, splats, sorted, start + threadIdx.x, b1);
+    __syncthreads();
+    ls_walk(s, (int)min((u32)LS_TILE_PIXELS, b1 - start), p, [&](int, u32 g, float w) {
+      cols[o] = g;
+      weights[o] = w;
+      entry_rows[o] = row;
+      o++;
+    });
+  }
+}
+
+// Column keys (Gaussian ids) of the CSR entries, for the stable sort to CSC.
+extern "C" __global__ void ls_op_col_keys(const u32* cols, u32 nnz, u64* keys, u32* order) {
+  for (u64 e = ls_global_id(); e < nnz; e += ls_global_stride()) {
+    keys[e] = cols[e];
+    order[e] = (u32)e;
+  }
+}
+
+// CSC gather: entry e' of the column-sorted order takes row and weight of CSR entry
+// order[e'] (rows stay ascending within a column: the sort is stable).
+extern "C" __global__ void ls_op_gather(const u32* order, const u32* entry_rows,
+                                        const float* weights, u32 nnz, u32* csc_rows,
+                                        float* csc_weights) {
+  for (u64 e = ls_global_id(); e < nnz; e += ls_global_stride()) {
+    const u32 src = order[e];
+    csc_rows[e] = entry_rows[src];
+    csc_weights[e] = weights[src];
+  }
+}
+
+// Compaction of indices and weights.
+extern "C" __global__ void ls_to_u16(const u32* in, u32 n, u16* out) {
+  for (u64 i = ls_global_id(); i < n; i += ls_global_stride()) out[i] = (u16)in[i];
+}
+extern "C" __global__ void ls_to_f16(const float* in, u32 n, u16* out) {
+  for (u64 i = ls_global_id(); i < n; i += ls_global_stride()) out[i] = ls_f32_to_f16(in[i]);
+}
+extern "C" __global__ void ls_to_bf16(const float* in, u32 n, u16* out) {
+  for (u64 i = ls_global_id(); i < n; i += ls_global_stride()) out[i] = ls_f32_to_bf16(in[i]);
+}
+
+__device__ __forceinline__ float ls_weight(float w) { return w; }
+struct LsF16 { u16 bits; };
+struct LsBf16 { u16 bits; };
+__device__ __forceinline__ float ls_weight(LsF16 w) { return ls_f16_to_f32(w.bits); }
+__device__ __forceinline__ float ls_weight(LsBf16 w) { return ls_bf16_to_f32(w.bits); }
+
+// out[r·C + k] (+)= Σ_e w_e·x[idx_e·C + k] over the entries of compressed row r; one
+// thread per (row, channel). Used for CSR (forward) and CSC (transposed) alike.
+template <typename I, typename W>
+__device__ __forceinline__ void ls_spmm(const u32* ptr, const I* idx, const W* w, const float* x,
+                                        float* out, u32 rows, u32 channels, int accumulate) {
+  const u64 total = (u64)rows * channels;
+  for (u64 t = ls_global_id(); t < total; t += ls_global_stride()) {
+    const u32 r = (u32)(t / channels), k = (u32)(t % channels);
+    float acc = 0.0f;
+    for (u32 e = ptr[r]; e < ptr[r + 1]; e++) acc += ls_weight(w[e]) * x[(u64)idx[e] * channels + k];
+    out[t] = accumulate ? out[t] + acc : acc;
+  }
+}
+
+#define LS_SPMM(NAME, I, W)                                                               \
+  extern "C" __global__ void NAME(const u32* ptr, const I* idx, const W* w, const float* x, \
+                                  float* out, u32 rows, u32 channels, int accumulate) {   \
+    ls_spmm<I, W>(ptr, idx, w, x, out, rows, channels, accumulate);                        \
+  }
+LS_SPMM(ls_spmm_u16_f32, u16, float)
+LS_SPMM(ls_spmm_u16_f16, u16, LsF16)
+LS_SPMM(ls_spmm_u16_bf16, u16, LsBf16)
+LS_SPMM(ls_spmm_u32_f32, u32, float)
+LS_SPMM(ls_spmm_u32_f16, u32, LsF16)
+LS_SPMM(ls_spmm_u32_bf16, u32, LsBf16)

@@ -1,0 +1,75 @@
+// util.cu — fills, exclusive scans and segment offsets shared by the other families.
+#include "compat.h"
+
+#define LS_SCAN_THREADS 256
+#define LS_SCAN_ITEMS 4
+#define LS_SCAN_BLOCK (LS_SCAN_THREADS * LS_SCAN_ITEMS)
+
+#define LS_FILL(NAME, T)                                                     \
+  extern "C" __global__ void NAME(T* p, u64 n, T value) {                   \
+    for (u64 i = ls_global_id(); i < n; i += ls_global_stride()) p[i] = value; \
+  }
+LS_FILL(ls_fill_u8, unsigned char)
+LS_FILL(ls_fill_u16, u16)
+LS_FILL(ls_fill_u32, u32)
+LS_FILL(ls_fill_u64, u64)
+
+// Exclusive scan of LS_SCAN_BLOCK elements per block (in place allowed); the block
+// total goes to block_sums[blockIdx.x] when block_sums is not null.
+extern "C" __global__ void __launch_bounds__(LS_SCAN_THREADS)
+    ls_scan_block(const u32* in, u32* out, u32 n, u32* block_sums) {
+  __shared__ u32 warp_base[LS_SCAN_THREADS / LS_WARP_SIZE];
+  __shared__ u32 block_total;
+  const u64 base = (u64)blockIdx.x * LS_SCAN_BLOCK + (u64)threadIdx.x * LS_SCAN_ITEMS;
+  u32 v[LS_SCAN_ITEMS];
+  u32 sum = 0;
+#pragma unroll
+  for (int i = 0; i < LS_SCAN_ITEMS; i++) {
+    v[i] = base + i < n ? in[base + i] : 0u;
+    sum += v[i];
+  }
+  const u32 lane = ls_lane(), warp = threadIdx.x / LS_WARP_SIZE;
+  u32 incl = sum;
+  for (u32 d = 1; d < LS_WARP_SIZE; d *= 2) {
+    u32 t = LS_SHFL_UP(incl, d);
+    if (lane >= d) incl += t;
+  }
+  if (lane == LS_WARP_SIZE - 1) warp_base[warp] = incl;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    u32 run = 0;
+    for (u32 w = 0; w < LS_SCAN_THREADS / LS_WARP_SIZE; w++) {
+      u32 t = warp_base[w];
+      warp_base[w] = run;
+      run += t;
+    }
+    block_total = run;
+  }
+  __syncthreads();
+  u32 excl = warp_base[warp] + incl - sum;
+#pragma unroll
+  for (int i = 0; i < LS_SCAN_ITEMS; i++) {
+    if (base + i < n) out[base + i] = excl;
+    excl += v[i];
+  }
+  if (block_sums != 0 && threadIdx.x == 0) block_sums[blockIdx.x] = block_total;
+}
+
+// Adds the scanned block totals to every element of each scan block.
+extern "C" __global__ void ls_scan_add(u32* out, u32 n, const u32* block_offsets) {
+  for (u64 i = ls_global_id(); i < n; i += ls_global_stride())
+    out[i] += block_offsets[i / LS_SCAN_BLOCK];
+}
+
+// Offsets of the segments of sorted 64-bit keys (segment = key >> shift):
+// offsets[s] = first index with segment >= s, for s in 0..=segments. n >= 1.
+extern "C" __global__ void ls_segment_offsets(const u64* keys, u32 n, u32 shift, u32* offsets,
+                                              u32 segments) {
+  for (u64 i = ls_global_id(); i < n; i += ls_global_stride()) {
+    const u32 s = (u32)(keys[i] >> shift);
+    const u32 first = i == 0 ? 0u : (u32)(keys[i - 1] >> shift) + 1u;
+    for (u32 t = first; t <= s; t++) offsets[t] = (u32)i;
+    if (i == n - 1)
+      for (u32 t = s + 1; t <= segments; t++) offsets[t] = n;
+  }
+}
