@@ -75,6 +75,56 @@ pub fn write_npy_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<(), D
     })
 }
 
+/// An output file written under a temporary name beside its target and renamed into
+/// place by [`AtomicTarget::commit`]. Dropped without a commit, the temporary file is
+/// removed and the target is untouched. For writers that must own their file (e.g.
+/// Parquet) or that keep several outputs open.
+#[derive(Debug)]
+pub struct AtomicTarget {
+    path: PathBuf,
+    tmp: PathBuf,
+    committed: bool,
+}
+
+impl AtomicTarget {
+    /// Creates the temporary file for `path`.
+    pub fn create(path: &Path) -> Result<(AtomicTarget, std::fs::File), DataError> {
+        let tmp = temp_path(path);
+        let file = std::fs::File::create(&tmp).map_err(|e| DataError::io(path, e))?;
+        Ok((
+            AtomicTarget {
+                path: path.to_path_buf(),
+                tmp,
+                committed: false,
+            },
+            file,
+        ))
+    }
+
+    /// The final path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Syncs `file` (the one returned by [`AtomicTarget::create`]) and renames it over
+    /// the target.
+    pub fn commit(mut self, file: std::fs::File) -> Result<(), DataError> {
+        file.sync_all().map_err(|e| DataError::io(&self.path, e))?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| DataError::io(&self.path, e))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for AtomicTarget {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +147,22 @@ mod tests {
         );
         write_bytes_atomic(&p, b"new").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
+    }
+
+    #[test]
+    fn atomic_target_commits_or_cleans_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.parquet");
+        let (t, mut f) = AtomicTarget::create(&p).unwrap();
+        f.write_all(b"abc").unwrap();
+        drop((t, f));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let (t, mut f) = AtomicTarget::create(&p).unwrap();
+        f.write_all(b"abc").unwrap();
+        assert!(!p.exists());
+        t.commit(f).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"abc");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]

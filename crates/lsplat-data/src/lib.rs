@@ -6,10 +6,12 @@
 //! from files users already have.
 
 pub mod cameras;
+pub mod dataset;
 pub mod demo;
 pub mod error;
 pub mod io;
 pub mod labels;
+pub mod langsplat;
 pub mod npy;
 pub mod npz;
 pub mod ply;

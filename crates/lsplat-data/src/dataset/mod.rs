@@ -1,0 +1,25 @@
+//! Engine datasets: `features.parquet` and `masks.parquet` (Arrow/Parquet, zstd),
+//! readable by pyarrow, polars and DuckDB. See `docs/formats.md` for the schemas.
+//!
+//! - `features.parquet`: one row per mask feature: `image`, `level`, `mask_id` (the
+//!   row of the image's feature table), `feature` FixedSizeList<Float32, D>.
+//! - `masks.parquet`: one row per (image, level): size, counts and the segmentation
+//!   map run-length encoded ([`rle::Runs`]); pixels outside every run are `-1`.
+//!
+//! Both files hold one row group per image, so writing and reading stream image by
+//! image; a dense `[D, H, W]` target is never built.
+
+pub mod import;
+pub mod read;
+pub mod rle;
+pub mod schema;
+pub mod write;
+
+pub use import::import_langsplat;
+pub use read::load_dataset_labels;
+pub use rle::Runs;
+pub use schema::{FEATURES_FILE, MASKS_FILE, features_schema, masks_schema};
+pub use write::{DatasetWriter, ImportSummary};
+
+#[cfg(test)]
+mod tests;

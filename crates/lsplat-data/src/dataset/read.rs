@@ -1,0 +1,174 @@
+//! Streaming dataset reader: builds compact [`ImageLabels`] for one level.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
+
+use arrow_array::RecordBatch;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use super::rle::Runs;
+use super::schema::{Columns, FEATURES_FILE, MASKS_FILE, feature_row, list_row};
+use crate::langsplat::{check_level, check_level_set, match_names};
+use crate::{DataError, ImageLabels};
+
+/// Calls `f` on every record batch of the Parquet file at `path`, streaming.
+fn for_each_batch(
+    path: &Path,
+    mut f: impl FnMut(&RecordBatch) -> Result<(), DataError>,
+) -> Result<(), DataError> {
+    let file = File::open(path).map_err(|e| DataError::io(path, e))?;
+    let err = |e: String| DataError::format(path, format!("not a readable Parquet file: {e}"));
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| err(e.to_string()))?
+        .with_batch_size(4096)
+        .build()
+        .map_err(|e| err(e.to_string()))?;
+    for batch in reader {
+        f(&batch.map_err(|e| err(e.to_string()))?)?;
+    }
+    Ok(())
+}
+
+/// One image being assembled: sorted distinct mask ids, runs, and the table.
+struct Pending {
+    height: u32,
+    width: u32,
+    runs: Runs,
+    ids: Vec<u32>,
+    table: Vec<f32>,
+    filled: Vec<bool>,
+}
+
+/// Loads the labels of `level` from a dataset folder for the images `names` (camera
+/// names, in camera order). The images at that level and `names` must match one to
+/// one; a level without masks in every image, differing dimensions, broken runs or
+/// missing feature rows are errors naming the file.
+pub fn load_dataset_labels(
+    dataset_dir: &Path,
+    level: u8,
+    names: &[String],
+) -> Result<Vec<ImageLabels>, DataError> {
+    check_level(level)?;
+    let mp = dataset_dir.join(MASKS_FILE);
+    let mut pending: HashMap<String, Pending> = HashMap::new();
+    let mut seen: Vec<String> = Vec::new();
+    for_each_batch(&mp, |b| {
+        let c = Columns {
+            batch: b,
+            path: &mp,
+        };
+        let (img, lv, h, w) = (
+            c.str("image")?,
+            c.u8("level")?,
+            c.u32("height")?,
+            c.u32("width")?,
+        );
+        let (st, ln, mk) = (
+            c.u32_list("run_start")?,
+            c.u32_list("run_length")?,
+            c.u32_list("run_mask")?,
+        );
+        for i in (0..b.num_rows()).filter(|&i| lv.value(i) == level) {
+            let name = img.value(i).to_string();
+            let runs = Runs {
+                starts: list_row(st, i),
+                lengths: list_row(ln, i),
+                masks: list_row(mk, i),
+            };
+            let (height, width) = (h.value(i), w.value(i));
+            let bad =
+                |p: String| DataError::format(&mp, format!("image `{name}`, level {level}: {p}"));
+            runs.check(height as u64 * width as u64).map_err(bad)?;
+            if seen.contains(&name) {
+                return Err(bad("appears twice".into()));
+            }
+            seen.push(name.clone());
+            if names.contains(&name) {
+                let mut ids = runs.masks.clone();
+                ids.sort_unstable();
+                ids.dedup();
+                let filled = vec![false; ids.len()];
+                pending.insert(
+                    name,
+                    Pending {
+                        height,
+                        width,
+                        runs,
+                        ids,
+                        table: Vec::new(),
+                        filled,
+                    },
+                );
+            }
+        }
+        Ok(())
+    })?;
+    match_names(&mp, names, &seen)?;
+    let fp = dataset_dir.join(FEATURES_FILE);
+    let mut dim = 0;
+    for_each_batch(&fp, |b| {
+        let c = Columns {
+            batch: b,
+            path: &fp,
+        };
+        let (img, ids, (feat, d)) = (c.str("image")?, c.u32("mask_id")?, c.features("feature")?);
+        dim = d;
+        for i in 0..b.num_rows() {
+            let Some(p) = pending.get_mut(img.value(i)) else {
+                continue;
+            };
+            let Ok(k) = p.ids.binary_search(&ids.value(i)) else {
+                continue;
+            };
+            if std::mem::replace(&mut p.filled[k], true) {
+                return Err(DataError::format(
+                    &fp,
+                    format!(
+                        "image `{}`: mask {} appears twice",
+                        img.value(i),
+                        ids.value(i)
+                    ),
+                ));
+            }
+            if p.table.is_empty() {
+                p.table = vec![0.0; p.ids.len() * d];
+            }
+            p.table[k * d..(k + 1) * d].copy_from_slice(&feature_row(feat, i));
+        }
+        Ok(())
+    })?;
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let p = pending.remove(name).ok_or_else(|| {
+            DataError::format(&mp, format!("image `{name}` appears twice in the names"))
+        })?;
+        if let Some(k) = p.filled.iter().position(|f| !f) {
+            return Err(DataError::format(
+                &fp,
+                format!(
+                    "image `{name}`: mask {} (level {level}) has no feature row",
+                    p.ids[k]
+                ),
+            ));
+        }
+        let (mut valid, mut mask) = (Vec::new(), Vec::new());
+        p.runs.expand(&mut valid, &mut mask);
+        for m in &mut mask {
+            *m = p.ids.binary_search(m).unwrap_or(0) as u32;
+        }
+        let labels = ImageLabels {
+            name: name.clone(),
+            width: p.width,
+            height: p.height,
+            valid,
+            mask,
+            features: p.table,
+            dim: dim.max(1),
+        };
+        labels.validate()?;
+        out.push(labels);
+    }
+    check_level_set(dataset_dir, level, &out)?;
+    Ok(out)
+}
