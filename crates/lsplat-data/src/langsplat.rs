@@ -138,14 +138,14 @@ pub fn read_image(dir: &Path, stem: &str) -> Result<LangSplatImage, DataError> {
 impl LangSplatImage {
     /// Number of feature rows.
     pub fn rows(&self) -> usize {
-        self.features.len() / self.dim
+        self.features.len().checked_div(self.dim).unwrap_or(0)
     }
 
     /// The segmentation map of `level` (0..4), `[H, W]`.
     pub fn level_map(&self, level: u8) -> &[i32] {
         let n = self.width as usize * self.height as usize;
         let l = (level as usize).min(LEVELS - 1);
-        &self.seg[l * n..(l + 1) * n]
+        self.seg.get(l * n..(l + 1) * n).unwrap_or_default()
     }
 
     /// Compact labels at `level`: valid pixels and a local table with only the rows
@@ -153,9 +153,18 @@ impl LangSplatImage {
     pub fn labels(&self, level: u8) -> Result<ImageLabels, DataError> {
         check_level(level)?;
         let map = self.level_map(level);
+        let bad = |p: String| DataError::Labels {
+            image: self.stem.clone(),
+            problem: p,
+        };
+        if self.dim == 0 || map.len() != self.width as usize * self.height as usize {
+            return Err(bad("segmentation maps do not match the image size".into()));
+        }
         let mut local = vec![u32::MAX; self.rows()];
         for &s in map.iter().filter(|&&s| s >= 0) {
-            local[s as usize] = 0;
+            *local
+                .get_mut(s as usize)
+                .ok_or_else(|| bad(format!("row {s} is out of range")))? = 0;
         }
         let mut features = Vec::new();
         let mut next = 0u32;

@@ -28,6 +28,7 @@ pub fn parse_npz(bytes: &[u8], path: &Path) -> Result<Vec<(String, NpyArray)>, D
     let mut at =
         u32_at(bytes, eocd + 16).ok_or_else(|| bad("truncated zip directory".into()))? as usize;
     let mut out = Vec::new();
+    let mut total = 0u64;
     for _ in 0..count {
         let entry = central_entry(bytes, at)
             .ok_or_else(|| bad(format!("bad zip directory entry at byte {at}")))?;
@@ -46,6 +47,10 @@ pub fn parse_npz(bytes: &[u8], path: &Path) -> Result<Vec<(String, NpyArray)>, D
                     entry.method
                 ),
             ));
+        }
+        total = total.saturating_add(entry.size);
+        if total > bytes.len() as u64 {
+            return Err(bad("zip entries overlap or exceed the archive".into()));
         }
         let data = local_data(bytes, entry.offset, entry.size)
             .ok_or_else(|| DataError::format(&inner, "entry data lies outside the archive"))?;

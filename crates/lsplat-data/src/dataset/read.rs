@@ -79,7 +79,11 @@ pub fn load_dataset_labels(
             let (height, width) = (h.value(i), w.value(i));
             let bad =
                 |p: String| DataError::format(&mp, format!("image `{name}`, level {level}: {p}"));
-            runs.check(height as u64 * width as u64).map_err(bad)?;
+            let n_px = height as u64 * width as u64;
+            if n_px > u32::MAX as u64 {
+                return Err(bad(format!("image size {width}x{height} is too large")));
+            }
+            runs.check(n_px).map_err(bad)?;
             if seen.contains(&name) {
                 return Err(bad("appears twice".into()));
             }
@@ -134,7 +138,10 @@ pub fn load_dataset_labels(
             if p.table.is_empty() {
                 p.table = vec![0.0; p.ids.len() * d];
             }
-            p.table[k * d..(k + 1) * d].copy_from_slice(&feature_row(feat, i));
+            let row = feature_row(feat, i);
+            if let (Some(dst), true) = (p.table.get_mut(k * d..(k + 1) * d), row.len() == d) {
+                dst.copy_from_slice(&row);
+            }
         }
         Ok(())
     })?;

@@ -87,6 +87,9 @@ fn truncated(el: &Element, have: usize) -> String {
 /// Skips the items of an ASCII element.
 fn skip_ascii<'a>(tokens: &mut impl Iterator<Item = &'a str>, el: &Element) -> Result<(), String> {
     let short = || format!("truncated inside element `{}`", el.name);
+    if el.props.is_empty() {
+        return Ok(());
+    }
     for _ in 0..el.count {
         for p in &el.props {
             let t = tokens.next().ok_or_else(short)?;
