@@ -1,0 +1,2 @@
+//! The CUDA backend of lsplat-engine.
+pub mod nvrtc;
