@@ -76,7 +76,10 @@ pub fn compile(
     if !nvrtc_available() {
         return Err(unavailable(NO_NVRTC));
     }
-    let label = format!("{} ({arch}, tile {tile_size}, {channels} ch)", kernel.file_name());
+    let label = format!(
+        "{} ({arch}, tile {tile_size}, {channels} ch)",
+        kernel.file_name()
+    );
     compile_source(
         &label,
         kernel.file_name(),
