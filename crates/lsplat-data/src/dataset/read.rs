@@ -1,6 +1,6 @@
 //! Streaming dataset reader: builds compact [`ImageLabels`] for one level.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::Path;
 
@@ -52,7 +52,9 @@ pub fn load_dataset_labels(
     check_level(level)?;
     let mp = dataset_dir.join(MASKS_FILE);
     let mut pending: HashMap<String, Pending> = HashMap::new();
+    let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
     let mut seen: Vec<String> = Vec::new();
+    let mut seen_set: HashSet<String> = HashSet::new();
     for_each_batch(&mp, |b| {
         let c = Columns {
             batch: b,
@@ -84,11 +86,11 @@ pub fn load_dataset_labels(
                 return Err(bad(format!("image size {width}x{height} is too large")));
             }
             runs.check(n_px).map_err(bad)?;
-            if seen.contains(&name) {
+            if !seen_set.insert(name.clone()) {
                 return Err(bad("appears twice".into()));
             }
             seen.push(name.clone());
-            if names.contains(&name) {
+            if wanted.contains(name.as_str()) {
                 let mut ids = runs.masks.clone();
                 ids.sort_unstable();
                 ids.dedup();
