@@ -114,9 +114,15 @@ impl Camera {
 
     /// Checks sizes, intrinsics and that the rotation is orthonormal.
     pub fn validate(&self) -> Result<(), CoreError> {
-        let bad = |problem: String| CoreError::Camera { name: self.name.clone(), problem };
+        let bad = |problem: String| CoreError::Camera {
+            name: self.name.clone(),
+            problem,
+        };
         if self.width == 0 || self.height == 0 {
-            return Err(bad(format!("image size {}x{} is empty", self.width, self.height)));
+            return Err(bad(format!(
+                "image size {}x{} is empty",
+                self.width, self.height
+            )));
         }
         for (what, v) in [("fx", self.fx), ("fy", self.fy)] {
             if !(v.is_finite() && v > 0.0) {
@@ -132,9 +138,14 @@ impl Camera {
             return Err(bad("pose is not finite".into()));
         }
         let rrt = self.rotation * self.rotation.transpose();
-        let err = (rrt - Mat3::IDENTITY).to_cols_array().iter().fold(0f32, |a, v| a.max(v.abs()));
+        let err = (rrt - Mat3::IDENTITY)
+            .to_cols_array()
+            .iter()
+            .fold(0f32, |a, v| a.max(v.abs()));
         if err > 1e-3 {
-            return Err(bad(format!("rotation is not orthonormal (|RRᵀ - I| = {err:.2e})")));
+            return Err(bad(format!(
+                "rotation is not orthonormal (|RRᵀ - I| = {err:.2e})"
+            )));
         }
         Ok(())
     }
@@ -148,7 +159,10 @@ pub fn langsplat_resolution(width: u32, height: u32, max_height: u32) -> (u32, u
         return (width, height);
     }
     let scale = height as f64 / max_height as f64;
-    ((width as f64 / scale) as u32, (height as f64 / scale) as u32)
+    (
+        (width as f64 / scale) as u32,
+        (height as f64 / scale) as u32,
+    )
 }
 
 #[cfg(test)]
@@ -157,7 +171,14 @@ mod tests {
 
     #[test]
     fn look_at_projects_target_to_centre() {
-        let cam = Camera::look_at("c", (64, 48), 1.0, Vec3::new(3.0, -2.0, 1.0), Vec3::ZERO, Vec3::Z);
+        let cam = Camera::look_at(
+            "c",
+            (64, 48),
+            1.0,
+            Vec3::new(3.0, -2.0, 1.0),
+            Vec3::ZERO,
+            Vec3::Z,
+        );
         cam.validate().unwrap();
         let p = cam.rotation * Vec3::ZERO + cam.translation;
         assert!(p.z > 0.0);
@@ -170,7 +191,14 @@ mod tests {
 
     #[test]
     fn camera_from_world_matches_rotation_translation() {
-        let cam = Camera::look_at("c", (8, 8), 0.8, Vec3::new(1.0, 2.0, 3.0), Vec3::ZERO, Vec3::Y);
+        let cam = Camera::look_at(
+            "c",
+            (8, 8),
+            0.8,
+            Vec3::new(1.0, 2.0, 3.0),
+            Vec3::ZERO,
+            Vec3::Y,
+        );
         let x = Vec3::new(0.3, -0.2, 0.1);
         let a = cam.camera_from_world().transform_point3(x);
         let b = cam.rotation * x + cam.translation;

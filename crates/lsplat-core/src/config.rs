@@ -44,7 +44,12 @@ pub struct SceneConfig {
 
 impl Default for SceneConfig {
     fn default() -> Self {
-        SceneConfig { splats: None, cameras: None, dataset: None, level: 1 }
+        SceneConfig {
+            splats: None,
+            cameras: None,
+            dataset: None,
+            level: 1,
+        }
     }
 }
 
@@ -75,7 +80,14 @@ pub struct DemoConfig {
 
 impl Default for DemoConfig {
     fn default() -> Self {
-        DemoConfig { gaussians: 4000, objects: 6, cameras: 24, width: 192, height: 144, seed: 7 }
+        DemoConfig {
+            gaussians: 4000,
+            objects: 6,
+            cameras: 24,
+            width: 192,
+            height: 144,
+            seed: 7,
+        }
     }
 }
 
@@ -200,7 +212,11 @@ pub struct DeviceConfig {
 
 impl Default for DeviceConfig {
     fn default() -> Self {
-        DeviceConfig { backend: BackendKind::Cpu, threads: 0, ordinal: 0 }
+        DeviceConfig {
+            backend: BackendKind::Cpu,
+            threads: 0,
+            ordinal: 0,
+        }
     }
 }
 
@@ -228,22 +244,29 @@ pub struct LogConfig {
 
 impl Default for LogConfig {
     fn default() -> Self {
-        LogConfig { every: 100, progress: true }
+        LogConfig {
+            every: 100,
+            progress: true,
+        }
     }
 }
 
 impl Config {
     /// Parses a TOML document over the defaults. `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &Path) -> Result<Config, CoreError> {
-        toml::from_str(text)
-            .map_err(|e| CoreError::ConfigFile { path: origin.to_path_buf(), problem: one_line(&e.to_string()) })
+        toml::from_str(text).map_err(|e| CoreError::ConfigFile {
+            path: origin.to_path_buf(),
+            problem: one_line(&e.to_string()),
+        })
     }
 
     /// Reads a TOML file over the defaults and resolves its relative paths against
     /// the file's folder.
     pub fn load(path: &Path) -> Result<Config, CoreError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| CoreError::ConfigFile { path: path.to_path_buf(), problem: e.to_string() })?;
+        let text = std::fs::read_to_string(path).map_err(|e| CoreError::ConfigFile {
+            path: path.to_path_buf(),
+            problem: e.to_string(),
+        })?;
         let mut cfg = Config::from_toml(&text, path)?;
         cfg.resolve_paths(path.parent().unwrap_or(Path::new(".")));
         Ok(cfg)
@@ -251,9 +274,13 @@ impl Config {
 
     /// Makes the scene paths absolute relative to `base`.
     pub fn resolve_paths(&mut self, base: &Path) {
-        for p in [&mut self.scene.splats, &mut self.scene.cameras, &mut self.scene.dataset]
-            .into_iter()
-            .flatten()
+        for p in [
+            &mut self.scene.splats,
+            &mut self.scene.cameras,
+            &mut self.scene.dataset,
+        ]
+        .into_iter()
+        .flatten()
         {
             if p.is_relative() {
                 *p = base.join(&*p);
@@ -264,10 +291,12 @@ impl Config {
     /// Applies one `key=value` override (`train.iterations=500`). The value is read
     /// as a TOML value (number, bool, quoted string, array) or else as a bare string.
     pub fn set(&mut self, assignment: &str) -> Result<(), CoreError> {
-        let (key, raw) = assignment.split_once('=').ok_or_else(|| CoreError::BadValue {
-            key: assignment.to_string(),
-            problem: "expected key=value".into(),
-        })?;
+        let (key, raw) = assignment
+            .split_once('=')
+            .ok_or_else(|| CoreError::BadValue {
+                key: assignment.to_string(),
+                problem: "expected key=value".into(),
+            })?;
         let key = key.trim();
         let raw = raw.trim();
         let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
@@ -277,7 +306,10 @@ impl Config {
         let mut root = toml::Value::try_from(&*self).expect("config serialises");
         let parts: Vec<&str> = key.split('.').collect();
         if parts.iter().any(|p| p.is_empty()) {
-            return Err(CoreError::UnknownKey { key: key.into(), hint: String::new() });
+            return Err(CoreError::UnknownKey {
+                key: key.into(),
+                hint: String::new(),
+            });
         }
         let mut node = &mut root;
         for (i, part) in parts.iter().enumerate() {
@@ -296,9 +328,15 @@ impl Config {
         let updated: Config = root.try_into().map_err(|e: toml::de::Error| {
             let msg = one_line(&e.to_string());
             if msg.contains("unknown field") {
-                CoreError::UnknownKey { key: key.into(), hint: format!(" ({msg})") }
+                CoreError::UnknownKey {
+                    key: key.into(),
+                    hint: format!(" ({msg})"),
+                }
             } else {
-                CoreError::BadValue { key: key.into(), problem: msg }
+                CoreError::BadValue {
+                    key: key.into(),
+                    problem: msg,
+                }
             }
         })?;
         updated.validate()?;
@@ -308,12 +346,23 @@ impl Config {
 
     /// Range checks that serde cannot express.
     pub fn validate(&self) -> Result<(), CoreError> {
-        let bad = |key: &str, problem: String| Err(CoreError::BadValue { key: key.into(), problem });
+        let bad = |key: &str, problem: String| {
+            Err(CoreError::BadValue {
+                key: key.into(),
+                problem,
+            })
+        };
         if !crate::constants::SUPPORTED_TILE_SIZES.contains(&self.render.tile_size) {
-            return bad("render.tile_size", format!("{} is not one of 8, 16", self.render.tile_size));
+            return bad(
+                "render.tile_size",
+                format!("{} is not one of 8, 16", self.render.tile_size),
+            );
         }
         if !(1..=3).contains(&self.scene.level) {
-            return bad("scene.level", format!("{} is not 1, 2 or 3", self.scene.level));
+            return bad(
+                "scene.level",
+                format!("{} is not 1, 2 or 3", self.scene.level),
+            );
         }
         if self.train.batch_size == 0 {
             return bad("train.batch_size", "must be at least 1".into());
@@ -332,7 +381,10 @@ impl Config {
         }
         let d = &self.demo;
         if d.gaussians == 0 || d.objects == 0 || d.cameras == 0 || d.width < 8 || d.height < 8 {
-            return bad("demo", "needs gaussians, objects, cameras ≥ 1 and images ≥ 8×8".into());
+            return bad(
+                "demo",
+                "needs gaussians, objects, cameras ≥ 1 and images ≥ 8×8".into(),
+            );
         }
         Ok(())
     }
@@ -368,7 +420,10 @@ mod tests {
     fn unknown_keys_and_bad_values_are_errors() {
         let mut c = Config::default();
         let e = c.set("train.iterationz=5").unwrap_err().to_string();
-        assert!(e.contains("unknown configuration key `train.iterationz`"), "{e}");
+        assert!(
+            e.contains("unknown configuration key `train.iterationz`"),
+            "{e}"
+        );
         let e = c.set("nope.x=1").unwrap_err().to_string();
         assert!(e.contains("unknown"), "{e}");
         let e = c.set("train.iterations=abc").unwrap_err().to_string();
@@ -376,7 +431,11 @@ mod tests {
         let e = c.set("render.tile_size=12").unwrap_err().to_string();
         assert!(e.contains("tile_size"), "{e}");
         assert!(c.set("novalue").is_err());
-        assert_eq!(c, Config::default(), "failed overrides leave the config unchanged");
+        assert_eq!(
+            c,
+            Config::default(),
+            "failed overrides leave the config unchanged"
+        );
     }
 
     #[test]
@@ -389,7 +448,10 @@ mod tests {
         assert_eq!(partial.train.iterations, 7);
         assert_eq!(partial.render, RenderConfig::default());
         let e = Config::from_toml("[train]\nbogus = 1\n", Path::new("s.toml")).unwrap_err();
-        assert!(e.to_string().starts_with("s.toml:") && e.to_string().contains("bogus"), "{e}");
+        assert!(
+            e.to_string().starts_with("s.toml:") && e.to_string().contains("bogus"),
+            "{e}"
+        );
     }
 
     #[test]

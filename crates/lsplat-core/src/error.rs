@@ -5,10 +5,18 @@ use std::path::PathBuf;
 pub enum CoreError {
     /// A per-Gaussian array does not have the expected length.
     #[error("gaussians: `{field}` has {got} entries, expected {expected}")]
-    GaussianLength { field: &'static str, got: usize, expected: usize },
+    GaussianLength {
+        field: &'static str,
+        got: usize,
+        expected: usize,
+    },
     /// A per-Gaussian value is NaN or infinite.
     #[error("gaussians: `{field}` of gaussian {index} is not finite ({value})")]
-    NonFinite { field: &'static str, index: usize, value: f32 },
+    NonFinite {
+        field: &'static str,
+        index: usize,
+        value: f32,
+    },
     /// A camera is unusable.
     #[error("camera `{name}`: {problem}")]
     Camera { name: String, problem: String },

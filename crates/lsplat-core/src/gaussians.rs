@@ -54,13 +54,21 @@ impl Gaussians {
         ];
         for (field, got) in lens {
             if got != n {
-                return Err(CoreError::GaussianLength { field, got, expected: n });
+                return Err(CoreError::GaussianLength {
+                    field,
+                    got,
+                    expected: n,
+                });
             }
         }
         let check = |field: &'static str, index: usize, vals: &[f32]| {
             for &value in vals {
                 if !value.is_finite() {
-                    return Err(CoreError::NonFinite { field, index, value });
+                    return Err(CoreError::NonFinite {
+                        field,
+                        index,
+                        value,
+                    });
                 }
             }
             Ok(())
@@ -131,7 +139,10 @@ mod tests {
         g.log_scales.push([0.0; 3]);
         g.opacity_logits.push(1.0);
         g.normalize_rotations();
-        assert_eq!(g.rotations, vec![[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]);
+        assert_eq!(
+            g.rotations,
+            vec![[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]
+        );
     }
 
     #[test]
@@ -143,7 +154,12 @@ mod tests {
         assert!(e.contains("means") && e.contains("gaussian 0"), "{e}");
         let mut g = one();
         g.opacity_logits.clear();
-        assert!(g.validate().unwrap_err().to_string().contains("opacity_logits"));
+        assert!(
+            g.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("opacity_logits")
+        );
     }
 
     #[test]

@@ -19,7 +19,11 @@ pub struct TileGrid {
 impl TileGrid {
     /// A grid for an image.
     pub fn new(tile_size: u32, width: u32, height: u32) -> Self {
-        TileGrid { tile_size, width, height }
+        TileGrid {
+            tile_size,
+            width,
+            height,
+        }
     }
 
     /// Number of tile columns.

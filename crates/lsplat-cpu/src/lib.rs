@@ -67,6 +67,17 @@ fn check(op: &'static str, what: &str, got: usize, expected: usize) -> Result<()
     }
 }
 
+fn check_min(op: &'static str, what: &str, got: usize, needed: usize) -> Result<()> {
+    if got >= needed {
+        Ok(())
+    } else {
+        Err(DeviceError::shape(
+            op,
+            format!("{what} has {got} elements, needs at least {needed}"),
+        ))
+    }
+}
+
 fn check_channels(op: &'static str, c: usize) -> Result<()> {
     if (1..=MAX_CHANNELS).contains(&c) {
         Ok(())
@@ -202,8 +213,9 @@ impl Backend for CpuBackend {
             features.len(),
             projection.splats.len() * channels,
         )?;
-        check("rasterize", "output", out.len(), set.len * channels)?;
+        check_min("rasterize", "output", out.len(), set.len * channels)?;
         let px = pixels(set);
+        let out = &mut out[..set.len * channels];
         with_channels!(channels, ch => raster::rasterize(&self.workers, &projection.splats, bins, px, features, ch, out));
         Ok(())
     }
@@ -219,7 +231,7 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         check_channels("rasterize_backward", channels)?;
         check_bins("rasterize_backward", projection, bins, set)?;
-        check(
+        check_min(
             "rasterize_backward",
             "d_out",
             d_out.len(),
@@ -285,8 +297,14 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         check_channels("spmm", channels)?;
         check("spmm", "x", x.len(), op.cols * channels)?;
-        check("spmm", "output", out.len(), op.rows * channels)?;
-        operator::spmm(&self.workers, op, x, channels, out);
+        check_min("spmm", "output", out.len(), op.rows * channels)?;
+        operator::spmm(
+            &self.workers,
+            op,
+            x,
+            channels,
+            &mut out[..op.rows * channels],
+        );
         Ok(())
     }
 
@@ -298,7 +316,7 @@ impl Backend for CpuBackend {
         d_x: &mut Vec<f32>,
     ) -> Result<()> {
         check_channels("spmm_t", channels)?;
-        check("spmm_t", "d_out", d_out.len(), op.rows * channels)?;
+        check_min("spmm_t", "d_out", d_out.len(), op.rows * channels)?;
         check("spmm_t", "d_x", d_x.len(), op.cols * channels)?;
         operator::spmm_t(&self.workers, op, d_out, channels, d_x);
         Ok(())
@@ -338,8 +356,8 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         let c = gt.channels;
         let v = gt.pixels.len;
-        check("pixel_loss", "rendered", rendered.len(), v * c)?;
-        check("pixel_loss", "d_rendered", d_rendered.len(), v * c)?;
+        check_min("pixel_loss", "rendered", rendered.len(), v * c)?;
+        check_min("pixel_loss", "d_rendered", d_rendered.len(), v * c)?;
         if slot >= loss.len() {
             return Err(DeviceError::shape(
                 "pixel_loss",

@@ -1,13 +1,17 @@
 use lsplat_core::config::{LossKind, WeightPrecision};
 use lsplat_core::{Gaussians, TileGrid};
 
-use crate::{AdamParams, CameraParams, Element, GroundTruth, MemoryInfo, OperatorStats, PixelSet, Result};
+use crate::{
+    AdamParams, CameraParams, Element, GroundTruth, MemoryInfo, OperatorStats, PixelSet, Result,
+};
 
 /// The op set of a device.
 ///
 /// Conventions shared by every op:
 /// - Feature matrices are row-major `[rows, channels]` (`channels` = C).
-/// - Per-pixel buffers follow the tile-major order of their [`PixelSet`].
+/// - Per-pixel buffers follow the tile-major order of their [`PixelSet`]; they may be
+///   longer than `len · C` (buffers sized for the largest camera), and elements
+///   past `len · C` are neither read nor written.
 /// - Compositing is front to back with the constants of `lsplat_core::constants`:
 ///   a pair is skipped when α < 1/255, α is clamped to 0.99, and a pixel stops
 ///   *before* the pair that would bring its transmittance to ≤ 1e-4. There is no
@@ -55,7 +59,12 @@ pub trait Backend: Send + Sync + Sized + 'static {
         out: &mut Self::Projection,
     ) -> Result<()>;
     /// Tile binning and sort by (tile, depth).
-    fn bin_and_sort(&self, projection: &Self::Projection, grid: TileGrid, out: &mut Self::Bins) -> Result<()>;
+    fn bin_and_sort(
+        &self,
+        projection: &Self::Projection,
+        grid: TileGrid,
+        out: &mut Self::Bins,
+    ) -> Result<()>;
     /// Direct C-channel compositing of `features` (`[N, C]`) at `pixels`; writes
     /// `out` (`[pixels.len, C]`).
     fn rasterize(
@@ -93,12 +102,28 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// Bytes held by a projection and its bins (the `geometry` cache level).
     fn geometry_cache_bytes(&self, projection: &Self::Projection, bins: &Self::Bins) -> usize;
     /// `out = W·x` (`x`: `[N, C]`, `out`: `[rows, C]`).
-    fn spmm(&self, op: &Self::Operator, x: &Self::Buf<f32>, channels: usize, out: &mut Self::Buf<f32>) -> Result<()>;
+    fn spmm(
+        &self,
+        op: &Self::Operator,
+        x: &Self::Buf<f32>,
+        channels: usize,
+        out: &mut Self::Buf<f32>,
+    ) -> Result<()>;
     /// `d_x += Wᵀ·d_out`.
-    fn spmm_t(&self, op: &Self::Operator, d_out: &Self::Buf<f32>, channels: usize, d_x: &mut Self::Buf<f32>)
-    -> Result<()>;
+    fn spmm_t(
+        &self,
+        op: &Self::Operator,
+        d_out: &Self::Buf<f32>,
+        channels: usize,
+        d_x: &mut Self::Buf<f32>,
+    ) -> Result<()>;
     /// LangSplat V1 normalisation of each row: `out_i = x_i / (|x_i| + 1e-9)`.
-    fn normalize(&self, x: &Self::Buf<f32>, channels: usize, out: &mut Self::Buf<f32>) -> Result<()>;
+    fn normalize(
+        &self,
+        x: &Self::Buf<f32>,
+        channels: usize,
+        out: &mut Self::Buf<f32>,
+    ) -> Result<()>;
     /// Backward of [`Backend::normalize`]: `d_x = J(x)ᵀ·d_out` (overwrites `d_x`).
     fn normalize_backward(
         &self,

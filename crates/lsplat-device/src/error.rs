@@ -6,7 +6,10 @@ pub enum DeviceError {
     NotCompiled { backend: &'static str },
     /// The backend is compiled in but cannot be used here.
     #[error("the `{backend}` backend is unavailable: {reason}")]
-    Unavailable { backend: &'static str, reason: String },
+    Unavailable {
+        backend: &'static str,
+        reason: String,
+    },
     /// An allocation failed.
     #[error("out of device memory allocating {bytes} bytes")]
     OutOfMemory { bytes: usize },
@@ -18,12 +21,18 @@ pub enum DeviceError {
     Kernel { kernel: String, message: String },
     /// The driver reported an error.
     #[error("{backend} driver: {message}")]
-    Driver { backend: &'static str, message: String },
+    Driver {
+        backend: &'static str,
+        message: String,
+    },
 }
 
 impl DeviceError {
     /// A shape error for `op`.
     pub fn shape(op: &'static str, problem: impl Into<String>) -> Self {
-        DeviceError::Shape { op, problem: problem.into() }
+        DeviceError::Shape {
+            op,
+            problem: problem.into(),
+        }
     }
 }

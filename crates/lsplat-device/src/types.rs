@@ -78,9 +78,19 @@ pub struct PixelSet<B: Backend> {
 
 impl<B: Backend> PixelSet<B> {
     /// Uploads host pixel lists (as made by [`TileGrid::select_pixels`]).
-    pub fn upload(dev: &B, grid: TileGrid, pixels: &[u32], tile_offsets: &[u32]) -> crate::Result<Self> {
-        if tile_offsets.len() != grid.tile_count() + 1 || *tile_offsets.last().unwrap_or(&0) as usize != pixels.len() {
-            return Err(crate::DeviceError::shape("PixelSet::upload", "tile offsets do not match the grid and pixels"));
+    pub fn upload(
+        dev: &B,
+        grid: TileGrid,
+        pixels: &[u32],
+        tile_offsets: &[u32],
+    ) -> crate::Result<Self> {
+        if tile_offsets.len() != grid.tile_count() + 1
+            || *tile_offsets.last().unwrap_or(&0) as usize != pixels.len()
+        {
+            return Err(crate::DeviceError::shape(
+                "PixelSet::upload",
+                "tile offsets do not match the grid and pixels",
+            ));
         }
         Ok(PixelSet {
             grid,
@@ -115,7 +125,9 @@ pub struct GroundTruth<B: Backend> {
 impl<B: Backend> GroundTruth<B> {
     /// Bytes held on the device.
     pub fn bytes(&self) -> usize {
-        self.pixels.len * 12 + (self.pixels.grid.tile_count() + 1) * 4 + self.rows * self.channels * 4
+        self.pixels.len * 12
+            + (self.pixels.grid.tile_count() + 1) * 4
+            + self.rows * self.channels * 4
     }
 }
 

@@ -1,0 +1,130 @@
+//! `lsplat-engine bench`: timed training steps with per-phase times.
+
+use std::marker::PhantomData;
+use std::time::Instant;
+
+use anyhow::Result;
+use lsplat_core::Config;
+use lsplat_data::SceneData;
+use lsplat_device::Backend;
+use lsplat_engine::timing::{PhaseTimes, PhaseTimingPlugin};
+use lsplat_engine::{Session, TrainSystems};
+use lsplat_render::{BackendVisitor, Device};
+
+use crate::{BenchArgs, scene};
+
+/// Runs `bench`.
+pub fn run(args: BenchArgs) -> Result<()> {
+    let mut cfg = scene::config(&args.scene)?;
+    // The bench runs as long as it is told, whatever the scene's iteration count.
+    cfg.train.iterations = u32::MAX;
+    let data = scene::load(&cfg)?;
+    let dev = Device::open(&cfg.device)?;
+    dev.visit(BenchJob { cfg, data, args })
+}
+
+struct BenchJob {
+    cfg: Config,
+    data: SceneData,
+    args: BenchArgs,
+}
+
+fn phase_name(p: TrainSystems) -> &'static str {
+    match p {
+        TrainSystems::Load => "load",
+        TrainSystems::Cache => "cache",
+        TrainSystems::Project => "project",
+        TrainSystems::Rasterize => "rasterize",
+        TrainSystems::Loss => "loss",
+        TrainSystems::Backward => "backward",
+        TrainSystems::AllReduce => "allreduce",
+        TrainSystems::Step => "step",
+        TrainSystems::Log => "log",
+    }
+}
+
+impl BackendVisitor for BenchJob {
+    type Output = Result<()>;
+
+    fn visit<B: Backend>(self, dev: B) -> Result<()> {
+        let BenchJob { cfg, data, args } = self;
+        let backend = dev.describe();
+        let cameras = data.cameras.len();
+        let gaussians = data.gaussians.len();
+        let valid: usize = data.labels.iter().map(|l| l.valid.len()).sum();
+        let pixels: usize = data.cameras.iter().map(|c| c.pixel_count()).sum();
+        let mut session = Session::new(dev, &cfg, data)?;
+        session
+            .engine
+            .add_plugin(PhaseTimingPlugin::<B>(PhantomData));
+        session.engine.initialize()?;
+        // Warm-up: the requested steps plus enough to visit every camera once.
+        let warm = args.warmup + cameras.div_ceil(cfg.train.batch_size as usize) as u64;
+        for _ in 0..warm {
+            session.step()?;
+        }
+        session.engine.world.resource_mut::<PhaseTimes>().reset();
+        let t0 = Instant::now();
+        for _ in 0..args.iters {
+            session.step()?;
+        }
+        session.device().synchronize()?;
+        let secs = t0.elapsed().as_secs_f64();
+        let times = session.engine.world.resource::<PhaseTimes>().clone();
+        let stats = session.cache_stats();
+        let it_per_s = args.iters as f64 / secs.max(1e-12);
+        let phases: serde_json::Map<String, serde_json::Value> = times
+            .ms_per_step()
+            .into_iter()
+            .map(|(p, ms)| {
+                (
+                    phase_name(p).to_string(),
+                    serde_json::json!((ms * 1e4).round() / 1e4),
+                )
+            })
+            .collect();
+        let line = serde_json::json!({
+            "backend": backend,
+            "cache": cfg.render.cache,
+            "weights": cfg.render.weights,
+            "tile_size": cfg.render.tile_size,
+            "iters": args.iters,
+            "it_per_s": (it_per_s * 100.0).round() / 100.0,
+            "ms_per_step": 1e3 / it_per_s,
+            "ms": phases,
+            "cache_bytes": stats.bytes,
+            "cached_operators": stats.operators,
+            "nnz": stats.nnz,
+            "valid_pixels": valid,
+            "valid_fraction": valid as f64 / pixels.max(1) as f64,
+            "nnz_per_valid_pixel": if stats.operators as usize == cameras { stats.nnz as f64 / valid.max(1) as f64 } else { f64::NAN },
+            "bytes_per_camera": stats.bytes as f64 / cameras as f64,
+            "gaussians": gaussians,
+            "cameras": cameras,
+            "cache_hits": stats.hits,
+            "cache_misses": stats.misses,
+            "evictions": stats.evictions,
+        });
+        if args.json {
+            println!("{line}");
+        } else {
+            println!(
+                "{backend}: {it_per_s:.1} it/s ({:.3} ms/step) over {} steps",
+                1e3 / it_per_s,
+                args.iters
+            );
+            for (p, ms) in times.ms_per_step() {
+                println!("  {:<10} {ms:9.4} ms", phase_name(p));
+            }
+            println!(
+                "  cache {:?}: {:.1} MB, {} operators, nnz {} ({:.1} per valid pixel)",
+                cfg.render.cache,
+                stats.bytes as f64 / 1e6,
+                stats.operators,
+                stats.nnz,
+                stats.nnz as f64 / valid.max(1) as f64
+            );
+        }
+        Ok(())
+    }
+}

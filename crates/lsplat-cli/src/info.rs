@@ -1,0 +1,22 @@
+//! `lsplat-engine info`.
+
+use anyhow::Result;
+use lsplat_render::Device;
+
+/// Prints the backends compiled in and the devices found.
+pub fn run() -> Result<()> {
+    println!("lsplat-engine {}", env!("CARGO_PKG_VERSION"));
+    println!("backends compiled in: {}", Device::compiled().join(", "));
+    for (backend, devices) in Device::list() {
+        match devices {
+            Ok(list) if list.is_empty() => println!("{backend}: no device found"),
+            Ok(list) => {
+                for (i, d) in list.iter().enumerate() {
+                    println!("{backend}:{i}: {d}");
+                }
+            }
+            Err(e) => println!("{backend}: {e}"),
+        }
+    }
+    Ok(())
+}

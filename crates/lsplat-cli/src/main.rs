@@ -1,0 +1,92 @@
+//! `lsplat-engine`: train language features on frozen Gaussian splats.
+
+mod bench;
+mod info;
+mod run;
+mod scene;
+mod train;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Train LangSplat language features on frozen 3D Gaussian splats (CPU or GPU).
+#[derive(Parser, Debug)]
+#[command(name = "lsplat-engine", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Train per-Gaussian features (the embedded demo when no --scene is given).
+    Train(TrainArgs),
+    /// Time training steps after a warm-up and report iterations/s and ms per phase.
+    Bench(BenchArgs),
+    /// List the backends compiled in and the devices found.
+    Info,
+}
+
+/// Options shared by every command that builds a scene.
+#[derive(Args, Debug, Clone)]
+pub struct SceneArgs {
+    /// Scene file (TOML). Without it, the embedded demo scene is used.
+    #[arg(long)]
+    pub scene: Option<PathBuf>,
+    /// Override any configuration value, e.g. `--set train.iterations=500`
+    /// (repeatable; applied after the scene file).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// `train` options.
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    pub scene: SceneArgs,
+    /// Run directory (default `runs/<UTC timestamp>`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `bench` options.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub scene: SceneArgs,
+    /// Timed steps.
+    #[arg(long, default_value_t = 200)]
+    pub iters: u64,
+    /// Untimed warm-up steps (every camera's cache is warmed on top of these).
+    #[arg(long, default_value_t = 20)]
+    pub warmup: u64,
+    /// Print one JSON line instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Train(a) => train::run(a),
+        Command::Bench(a) => bench::run(a),
+        Command::Info => info::run(),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! Configuration and scene loading.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use lsplat_core::Config;
+use lsplat_data::SceneData;
+
+use crate::SceneArgs;
+
+/// The embedded demo scene file.
+pub const DEMO_SCENE: &str = include_str!("../../../scenes/demo.toml");
+
+/// Defaults ← scene file (or the embedded demo) ← `--set` overrides.
+pub fn config(args: &SceneArgs) -> Result<Config> {
+    let mut cfg = match &args.scene {
+        Some(path) => Config::load(path)?,
+        None => Config::from_toml(DEMO_SCENE, Path::new("<embedded demo scene>"))?,
+    };
+    for s in &args.set {
+        cfg.set(s).with_context(|| format!("--set {s}"))?;
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Loads (or generates) the scene the configuration names.
+pub fn load(cfg: &Config) -> Result<SceneData> {
+    if cfg.scene.is_demo() {
+        let demo = lsplat_data::demo::generate(&cfg.demo, cfg.scene.level)?;
+        return Ok(demo.scene);
+    }
+    bail!("file-based scenes are not supported yet: give no scene paths to train the demo")
+}

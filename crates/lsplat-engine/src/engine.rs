@@ -1,0 +1,161 @@
+use bevy_ecs::prelude::*;
+use bevy_ecs::schedule::{ScheduleLabel, SingleThreadedExecutor};
+use bevy_ecs::system::ScheduleSystem;
+
+use crate::EngineError;
+use crate::resources::Fault;
+
+/// The phases of one training step, in order.
+#[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TrainSystems {
+    /// Pick the batch's cameras.
+    Load,
+    /// Make ground truth resident; note which caches are cold.
+    Cache,
+    /// Project the Gaussians for cold or uncached cameras.
+    Project,
+    /// Bin, build caches, prepare features, render the batch.
+    Rasterize,
+    /// Loss on the valid pixels and its gradient.
+    Loss,
+    /// Gradients of the features.
+    Backward,
+    /// Mean of gradients across ranks.
+    AllReduce,
+    /// Optimiser step.
+    Step,
+    /// Periodic read-back of the metrics.
+    Log,
+}
+
+impl TrainSystems {
+    /// Every phase in execution order.
+    pub const ALL: [TrainSystems; 9] = [
+        TrainSystems::Load,
+        TrainSystems::Cache,
+        TrainSystems::Project,
+        TrainSystems::Rasterize,
+        TrainSystems::Loss,
+        TrainSystems::Backward,
+        TrainSystems::AllReduce,
+        TrainSystems::Step,
+        TrainSystems::Log,
+    ];
+}
+
+/// The schedule of one training step.
+#[derive(ScheduleLabel, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TrainStep;
+
+/// Orders the phases: the one place where their order is declared.
+pub fn configure_phases(schedule: &mut Schedule) {
+    use TrainSystems::*;
+    schedule.configure_sets(
+        (
+            Load, Cache, Project, Rasterize, Loss, Backward, AllReduce, Step, Log,
+        )
+            .chain(),
+    );
+}
+
+/// Something that adds resources and systems to an [`Engine`]. A plain
+/// `fn(&mut Engine)` (or closure) is a plugin too.
+pub trait Plugin: Sized {
+    /// Adds the plugin's parts (consuming the plugin, which may own a device).
+    fn build(self, engine: &mut Engine);
+    /// A name for logs.
+    fn name(&self) -> &'static str {
+        std::any::type_name::<Self>()
+    }
+}
+
+impl<F: FnOnce(&mut Engine)> Plugin for F {
+    fn build(self, engine: &mut Engine) {
+        self(engine)
+    }
+}
+
+/// The world and the step schedule.
+pub struct Engine {
+    /// Entities, components and resources.
+    pub world: World,
+    schedule: Schedule,
+    plugins: Vec<&'static str>,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::new()
+    }
+}
+
+impl Engine {
+    /// An empty engine with the phases configured and a single-threaded executor.
+    pub fn new() -> Self {
+        let mut schedule = Schedule::new(TrainStep);
+        schedule.set_executor(SingleThreadedExecutor::default());
+        configure_phases(&mut schedule);
+        let mut world = World::new();
+        world.init_resource::<Fault>();
+        Engine {
+            world,
+            schedule,
+            plugins: Vec::new(),
+        }
+    }
+
+    /// Adds a plugin.
+    pub fn add_plugin(&mut self, plugin: impl Plugin) -> &mut Self {
+        self.plugins.push(plugin.name());
+        plugin.build(self);
+        self
+    }
+
+    /// Names of the plugins added, in order.
+    pub fn plugins(&self) -> &[&'static str] {
+        &self.plugins
+    }
+
+    /// Adds systems to a phase.
+    pub fn add_systems<M>(
+        &mut self,
+        phase: TrainSystems,
+        systems: impl IntoScheduleConfigs<ScheduleSystem, M>,
+    ) -> &mut Self {
+        self.schedule.add_systems(systems.in_set(phase));
+        self
+    }
+
+    /// Adds systems outside the phases (they must order themselves against them).
+    pub fn add_systems_unphased<M>(
+        &mut self,
+        systems: impl IntoScheduleConfigs<ScheduleSystem, M>,
+    ) -> &mut Self {
+        self.schedule.add_systems(systems);
+        self
+    }
+
+    /// Inserts a resource.
+    pub fn insert_resource<R: Resource>(&mut self, r: R) -> &mut Self {
+        self.world.insert_resource(r);
+        self
+    }
+
+    /// Runs one step. A system that failed leaves its error in the [`Fault`]
+    /// resource, which is returned here.
+    pub fn step(&mut self) -> Result<(), EngineError> {
+        self.schedule.run(&mut self.world);
+        match self.world.resource_mut::<Fault>().0.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Builds the schedule now (first-run cost out of timed loops).
+    pub fn initialize(&mut self) -> Result<(), EngineError> {
+        self.schedule
+            .initialize(&mut self.world)
+            .map(|_| ())
+            .map_err(|e| EngineError::Schedule(format!("{e:?}")))
+    }
+}

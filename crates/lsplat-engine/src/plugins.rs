@@ -1,0 +1,153 @@
+//! The built-in plugins.
+
+use std::marker::PhantomData;
+
+use bevy_ecs::prelude::*;
+use lsplat_core::config::LossKind;
+use lsplat_device::Backend;
+
+use crate::resources::{CacheBudget, CacheStats, Dev, LogSink, LossSettings, Metrics, TileConfig};
+use crate::systems::{batch, cache, log, optim, render};
+use crate::{Engine, Plugin, TrainSystems};
+
+/// Installs a backend and the core systems of every phase for it.
+pub struct BackendPlugin<B: Backend>(pub B);
+
+impl<B: Backend> Plugin for BackendPlugin<B> {
+    fn build(self, engine: &mut Engine) {
+        engine.insert_resource(Dev(self.0));
+        engine.add_systems(TrainSystems::Load, batch::sample_batch);
+        engine.add_systems(TrainSystems::Cache, batch::make_ground_truth_resident::<B>);
+        engine.add_systems(
+            TrainSystems::Project,
+            render::project_cold::<B>.run_if(render::any_cold_in_batch::<B>),
+        );
+        engine.add_systems(
+            TrainSystems::Rasterize,
+            (
+                render::bin_cold::<B>.run_if(render::any_cold_in_batch::<B>),
+                render::normalize_features::<B>.run_if(render::normalizing),
+                render::render_batch::<B>,
+            )
+                .chain(),
+        );
+        engine.add_systems(TrainSystems::Backward, render::backward_batch::<B>);
+        engine.add_systems(TrainSystems::Step, optim::adam_step::<B>);
+        engine.add_systems(TrainSystems::Log, log::advance_step);
+    }
+}
+
+/// Sets the tile size (a compile-time define for GPU kernels, a value on the CPU).
+pub struct TilePlugin {
+    /// 8 or 16.
+    pub tile_size: u32,
+}
+
+impl Plugin for TilePlugin {
+    fn build(self, engine: &mut Engine) {
+        engine.insert_resource(TileConfig {
+            tile_size: self.tile_size,
+        });
+    }
+}
+
+/// A built-in loss on the valid pixels (masked L1 = LangSplat V1, cosine, or both).
+pub struct LossPlugin<B: Backend> {
+    /// Which loss.
+    pub kind: LossKind,
+    /// The backend it runs on.
+    pub backend: PhantomData<B>,
+}
+
+impl<B: Backend> LossPlugin<B> {
+    /// The plugin for `kind`.
+    pub fn new(kind: LossKind) -> Self {
+        LossPlugin {
+            kind,
+            backend: PhantomData,
+        }
+    }
+}
+
+impl<B: Backend> Plugin for LossPlugin<B> {
+    fn build(self, engine: &mut Engine) {
+        engine.insert_resource(LossSettings { kind: self.kind });
+        engine.add_systems(TrainSystems::Loss, optim::loss_batch::<B>);
+    }
+}
+
+/// Per-camera raster caches under a byte budget. Without it every visit recomputes.
+pub struct OperatorCachePlugin<B: Backend> {
+    /// Bytes the caches may hold.
+    pub budget: u64,
+    /// The backend.
+    pub backend: PhantomData<B>,
+}
+
+impl<B: Backend> OperatorCachePlugin<B> {
+    /// The plugin with a budget in bytes.
+    pub fn new(budget: u64) -> Self {
+        OperatorCachePlugin {
+            budget,
+            backend: PhantomData,
+        }
+    }
+}
+
+impl<B: Backend> Plugin for OperatorCachePlugin<B> {
+    fn build(self, engine: &mut Engine) {
+        engine.insert_resource(CacheBudget { limit: self.budget });
+        engine.world.init_resource::<CacheStats>();
+        engine.add_systems(TrainSystems::Cache, cache::touch_caches::<B>);
+        engine.add_systems(
+            TrainSystems::Rasterize,
+            cache::admit_caches::<B>
+                .run_if(cache::any_promotable::<B>)
+                .after(render::bin_cold::<B>)
+                .before(render::render_batch::<B>),
+        );
+    }
+}
+
+/// Device-side loss accumulation, read back every `every` steps.
+pub struct MetricsPlugin<B: Backend> {
+    /// Read-back period in steps.
+    pub every: u64,
+    /// The backend.
+    pub backend: PhantomData<B>,
+}
+
+impl<B: Backend> MetricsPlugin<B> {
+    /// The plugin with a read-back period.
+    pub fn new(every: u64) -> Self {
+        MetricsPlugin {
+            every,
+            backend: PhantomData,
+        }
+    }
+}
+
+impl<B: Backend> Plugin for MetricsPlugin<B> {
+    fn build(self, engine: &mut Engine) {
+        let every = self.every.max(1);
+        let loss = {
+            let dev = &engine.world.resource::<Dev<B>>().0;
+            dev.alloc::<f32>(every as usize)
+        };
+        match loss {
+            Ok(loss) => {
+                engine.insert_resource(Metrics::<B> { loss, every });
+            }
+            Err(e) => {
+                engine.world.resource_mut::<crate::resources::Fault>().0 = Some(e.into());
+            }
+        }
+        engine.world.init_resource::<LogSink>();
+        engine.add_systems(
+            TrainSystems::Log,
+            log::read_metrics::<B>
+                .run_if(log::log_due::<B>)
+                .before(log::advance_step),
+        );
+    }
+}

@@ -1,0 +1,143 @@
+//! Resources: the singletons of a training run.
+
+use bevy_ecs::prelude::*;
+use lsplat_core::config::{LossKind, RenderConfig, TrainConfig};
+use lsplat_device::Backend;
+use lsplat_render::Scratch;
+
+use crate::EngineError;
+
+/// The active backend.
+#[derive(Resource)]
+pub struct Dev<B: Backend>(pub B);
+
+/// Optimisation settings.
+#[derive(Resource, Clone, Debug)]
+pub struct TrainSettings(pub TrainConfig);
+
+/// Rendering settings.
+#[derive(Resource, Clone, Debug)]
+pub struct RenderSettings(pub RenderConfig);
+
+/// The tile grid's tile size.
+#[derive(Resource, Clone, Copy, Debug)]
+pub struct TileConfig {
+    /// Tile edge (8 or 16).
+    pub tile_size: u32,
+}
+
+/// The loss the Loss phase computes.
+#[derive(Resource, Clone, Copy, Debug)]
+pub struct LossSettings {
+    /// Which loss.
+    pub kind: LossKind,
+}
+
+/// Step counter (0-based step being run).
+#[derive(Resource, Clone, Copy, Debug, Default)]
+pub struct Step(pub u64);
+
+/// The camera sampler.
+#[derive(Resource)]
+pub struct Sampler(pub crate::sampler::CameraSampler);
+
+/// Data-parallel world (size 1 unless a distributed plugin says otherwise).
+#[derive(Resource, Clone, Copy, Debug)]
+pub struct Collective {
+    /// This rank.
+    pub rank: usize,
+    /// Number of ranks.
+    pub world_size: usize,
+}
+
+impl Default for Collective {
+    fn default() -> Self {
+        Collective {
+            rank: 0,
+            world_size: 1,
+        }
+    }
+}
+
+/// Per batch slot: rendered values and their gradient for the slot's camera, and the
+/// scratch projection/bins used when the camera has no cache.
+pub struct Frame<B: Backend> {
+    /// Rendered `[V_max, C]`.
+    pub rendered: B::Buf<f32>,
+    /// ∂L/∂rendered `[V_max, C]`.
+    pub d_rendered: B::Buf<f32>,
+    /// Projection and bins of an uncached camera.
+    pub scratch: Scratch<B>,
+}
+
+/// The batch's frame buffers, allocated once for the largest camera.
+#[derive(Resource)]
+pub struct Frames<B: Backend>(pub Vec<Frame<B>>);
+
+/// Device-side metrics: the loss of each step since the last read-back.
+#[derive(Resource)]
+pub struct Metrics<B: Backend> {
+    /// One slot per step of a logging window.
+    pub loss: B::Buf<f32>,
+    /// Read back every this many steps.
+    pub every: u64,
+}
+
+/// Cache activity counters (host-side, updated by the systems).
+#[derive(Resource, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Visits served by a warm cache.
+    pub hits: u64,
+    /// Visits that found the cache cold.
+    pub misses: u64,
+    /// Caches dropped to stay within the budget.
+    pub evictions: u64,
+    /// Bytes held by all camera caches.
+    pub bytes: u64,
+    /// Non-zeros of all cached operators.
+    pub nnz: u64,
+    /// Cameras holding an operator.
+    pub operators: u64,
+}
+
+/// How much the camera caches may hold.
+#[derive(Resource, Clone, Copy, Debug)]
+pub struct CacheBudget {
+    /// Bytes.
+    pub limit: u64,
+}
+
+/// Records read back by the Log phase, drained by the runner.
+#[derive(Resource, Default)]
+pub struct LogSink {
+    /// Step and loss of every step read back.
+    pub records: Vec<crate::StepRecord>,
+}
+
+/// The first error a system hit during a step.
+#[derive(Resource, Default)]
+pub struct Fault(pub Option<EngineError>);
+
+impl Fault {
+    /// Keeps the first error of `r`.
+    pub fn check<T, E: Into<EngineError>>(&mut self, r: Result<T, E>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                if self.0.is_none() {
+                    self.0 = Some(e.into());
+                }
+                None
+            }
+        }
+    }
+
+    /// True when a system already failed this step.
+    pub fn failed(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+/// Camera entities by scene index.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct CameraIndex(pub Vec<Entity>);

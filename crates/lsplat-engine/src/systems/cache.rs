@@ -1,0 +1,150 @@
+//! Cache bookkeeping: hit/miss counting, building caches for cold cameras under the
+//! byte budget, least-recently-used eviction.
+
+use bevy_ecs::prelude::*;
+use lsplat_device::Backend;
+use lsplat_render::{CacheLevel, RasterCache, cache};
+
+use crate::components::{Cache, Geometry, GroundTruth, InBatch};
+use crate::resources::{CacheBudget, CacheStats, Dev, Fault, Frames, RenderSettings, Step};
+
+/// Counts hits and misses and stamps the batch cameras as used now.
+pub fn touch_caches<B: Backend>(
+    step: Res<Step>,
+    mut stats: ResMut<CacheStats>,
+    mut batch: Query<&mut Cache<B>, With<InBatch>>,
+) {
+    for mut c in &mut batch {
+        if c.cache.level() == CacheLevel::None {
+            stats.misses += 1;
+        } else {
+            stats.hits += 1;
+        }
+        c.last_used = step.0;
+    }
+}
+
+/// Run condition: some batch camera is cold but may hold a cache.
+pub fn any_promotable<B: Backend>(q: Query<&Cache<B>, With<InBatch>>) -> bool {
+    q.iter()
+        .any(|c| c.cache.level() == CacheLevel::None && c.allowed > CacheLevel::None)
+}
+
+/// Builds the cache of each cold batch camera from its frame's projection and bins, at
+/// the best level that fits the budget after evicting least-recently-used cameras
+/// outside the batch. An evicted camera falls back to the next lower level.
+pub fn admit_caches<B: Backend>(
+    dev: Res<Dev<B>>,
+    render: Res<RenderSettings>,
+    budget: Res<CacheBudget>,
+    geometry: Single<&Geometry<B>>,
+    mut stats: ResMut<CacheStats>,
+    mut frames: ResMut<Frames<B>>,
+    mut cams: Query<(Entity, &mut Cache<B>, Option<&InBatch>)>,
+    gts: Query<&GroundTruth<B>>,
+    mut fault: ResMut<Fault>,
+) {
+    let batch: Vec<(Entity, usize)> = cams
+        .iter()
+        .filter_map(|(e, c, b)| {
+            let b = b?;
+            (c.cache.level() == CacheLevel::None && c.allowed > CacheLevel::None)
+                .then_some((e, b.slot))
+        })
+        .collect();
+    for (entity, slot) in batch {
+        let scratch = &mut frames.0[slot].scratch;
+        let Ok((_, c, _)) = cams.get(entity) else {
+            continue;
+        };
+        let Ok(gt) = gts.get(entity) else { continue };
+        let mut level = c.allowed;
+        let built = loop {
+            if level == CacheLevel::None {
+                break None;
+            }
+            // Size first: a geometry cache takes the scratch buffers, which this
+            // step still needs if it is then rejected.
+            let (bytes, candidate) = match level {
+                CacheLevel::Geometry => (
+                    dev.0
+                        .geometry_cache_bytes(&scratch.projection, &scratch.bins),
+                    None,
+                ),
+                _ => {
+                    let Some(cand) = fault.check(cache::promote(
+                        &dev.0,
+                        scratch,
+                        &gt.0.pixels,
+                        geometry.count,
+                        level,
+                        render.0.weights,
+                    )) else {
+                        return;
+                    };
+                    (cand.bytes(&dev.0), Some(cand))
+                }
+            };
+            if bytes as u64 <= budget.limit {
+                break Some((level, bytes, candidate));
+            }
+            level = level.lower();
+        };
+        let Some((level, bytes, candidate)) = built else {
+            if let Ok((_, mut c, _)) = cams.get_mut(entity) {
+                c.allowed = CacheLevel::None;
+            }
+            continue;
+        };
+        // Evict least-recently-used caches outside the batch until it fits.
+        while stats.bytes + bytes as u64 > budget.limit {
+            let victim = cams
+                .iter()
+                .filter(|(e, c, b)| {
+                    b.is_none() && *e != entity && c.cache.level() > CacheLevel::None
+                })
+                .min_by_key(|(e, c, _)| (c.last_used, *e))
+                .map(|(e, ..)| e);
+            let Some(victim) = victim else { break };
+            let Ok((_, mut vc, _)) = cams.get_mut(victim) else {
+                break;
+            };
+            let freed = vc.cache.bytes(&dev.0) as u64;
+            if let Some(s) = vc.cache.operator_stats(&dev.0) {
+                stats.nnz -= s.nnz as u64;
+                stats.operators -= 1;
+            }
+            vc.allowed = vc.cache.level().lower();
+            vc.cache = RasterCache::Cold;
+            stats.bytes -= freed;
+            stats.evictions += 1;
+        }
+        if stats.bytes + bytes as u64 > budget.limit {
+            continue; // Everything else is in the batch: stay cold this visit.
+        }
+        let new_cache = match candidate {
+            Some(c) => c,
+            None => {
+                let Some(c) = fault.check(cache::promote(
+                    &dev.0,
+                    scratch,
+                    &gt.0.pixels,
+                    geometry.count,
+                    level,
+                    render.0.weights,
+                )) else {
+                    return;
+                };
+                c
+            }
+        };
+        if let Some(s) = new_cache.operator_stats(&dev.0) {
+            stats.nnz += s.nnz as u64;
+            stats.operators += 1;
+        }
+        stats.bytes += bytes as u64;
+        if let Ok((_, mut c, _)) = cams.get_mut(entity) {
+            c.cache = new_cache;
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! Loss and Step.
+
+use bevy_ecs::prelude::*;
+use lsplat_device::{AdamParams, Backend};
+
+use crate::components::{AdamState, FeatureParams, Gradients, GroundTruth, InBatch};
+use crate::resources::{Dev, Fault, Frames, LossSettings, Metrics, Step, TrainSettings};
+
+/// The configured loss on each batch camera; the batch mean goes to the step's
+/// metrics slot on the device.
+pub fn loss_batch<B: Backend>(
+    dev: Res<Dev<B>>,
+    loss: Res<LossSettings>,
+    settings: Res<TrainSettings>,
+    step: Res<Step>,
+    mut metrics: ResMut<Metrics<B>>,
+    mut frames: ResMut<Frames<B>>,
+    batch: Query<(&GroundTruth<B>, &InBatch)>,
+    mut fault: ResMut<Fault>,
+) {
+    let weight = 1.0 / settings.0.batch_size as f32;
+    let slot = (step.0 % metrics.every) as usize;
+    for (gt, b) in &batch {
+        let frame = &mut frames.0[b.slot];
+        let r = dev.0.pixel_loss(
+            loss.kind,
+            &frame.rendered,
+            &gt.0,
+            weight,
+            &mut frame.d_rendered,
+            &mut metrics.loss,
+            slot,
+            b.slot > 0,
+        );
+        fault.check(r);
+    }
+}
+
+/// One fused Adam step over the features.
+pub fn adam_step<B: Backend>(
+    dev: Res<Dev<B>>,
+    settings: Res<TrainSettings>,
+    step: Res<Step>,
+    mut q: Single<(&mut FeatureParams<B>, &Gradients<B>, &mut AdamState<B>)>,
+    mut fault: ResMut<Fault>,
+) {
+    let t = &settings.0;
+    let hp = AdamParams {
+        lr: t.lr,
+        beta1: t.beta1,
+        beta2: t.beta2,
+        eps: t.eps,
+        step: (step.0 + 1) as u32,
+        grad_scale: 1.0,
+    };
+    let (params, grads, state) = &mut *q;
+    let AdamState { m, v } = &mut **state;
+    fault.check(dev.0.adam_step(&mut params.x, &grads.d_x, m, v, &hp));
+}

@@ -1,0 +1,148 @@
+//! Project, Rasterize and Backward for the batch.
+
+use bevy_ecs::prelude::*;
+use lsplat_device::Backend;
+use lsplat_render::{CacheLevel, cache};
+
+use crate::components::{
+    Cache, CameraView, FeatureParams, Geometry, Gradients, GroundTruth, InBatch,
+};
+use crate::resources::{Dev, Fault, Frames, RenderSettings, TileConfig, TrainSettings};
+
+/// Run condition: some batch camera has no cache (cold, or caching is off).
+pub fn any_cold_in_batch<B: Backend>(q: Query<&Cache<B>, With<InBatch>>) -> bool {
+    q.iter().any(|c| c.cache.level() == CacheLevel::None)
+}
+
+/// Run condition: features are unit-normalised before rendering (LangSplat V1).
+pub fn normalizing(settings: Res<TrainSettings>) -> bool {
+    settings.0.normalize
+}
+
+/// Projects the Gaussians for every cold batch camera into its frame's scratch.
+pub fn project_cold<B: Backend>(
+    dev: Res<Dev<B>>,
+    geometry: Single<&Geometry<B>>,
+    render: Res<RenderSettings>,
+    tiles: Res<TileConfig>,
+    mut frames: ResMut<Frames<B>>,
+    batch: Query<(&CameraView, &Cache<B>, &InBatch)>,
+    mut fault: ResMut<Fault>,
+) {
+    for (view, c, slot) in &batch {
+        if c.cache.level() != CacheLevel::None {
+            continue;
+        }
+        let cam = &view.camera;
+        let grid = lsplat_core::TileGrid::new(tiles.tile_size, cam.width, cam.height);
+        let clip = (render.0.near, render.0.far);
+        let scratch = &mut frames.0[slot.slot].scratch;
+        fault.check(cache::project(
+            &dev.0,
+            &geometry.buffers,
+            cam,
+            grid,
+            clip,
+            scratch,
+        ));
+    }
+}
+
+/// Bins every cold batch camera; the cache phase's budget logic then decides what
+/// each may keep (see [`super::cache::admit_caches`]).
+pub fn bin_cold<B: Backend>(
+    dev: Res<Dev<B>>,
+    tiles: Res<TileConfig>,
+    mut frames: ResMut<Frames<B>>,
+    batch: Query<(&CameraView, &Cache<B>, &InBatch)>,
+    mut fault: ResMut<Fault>,
+) {
+    for (view, c, slot) in &batch {
+        if c.cache.level() != CacheLevel::None {
+            continue;
+        }
+        let grid =
+            lsplat_core::TileGrid::new(tiles.tile_size, view.camera.width, view.camera.height);
+        fault.check(cache::bin(&dev.0, grid, &mut frames.0[slot.slot].scratch));
+    }
+}
+
+/// `rendered = normalise(x)`.
+pub fn normalize_features<B: Backend>(
+    dev: Res<Dev<B>>,
+    mut params: Single<&mut FeatureParams<B>>,
+    mut fault: ResMut<Fault>,
+) {
+    let FeatureParams {
+        x,
+        rendered,
+        channels,
+    } = &mut **params;
+    fault.check(dev.0.normalize(x, *channels, rendered));
+}
+
+/// The features the rasterizer reads.
+fn rendered_features<B: Backend>(p: &FeatureParams<B>, normalize: bool) -> &B::Buf<f32> {
+    if normalize { &p.rendered } else { &p.x }
+}
+
+/// Renders the batch cameras' valid pixels into their frames.
+pub fn render_batch<B: Backend>(
+    dev: Res<Dev<B>>,
+    settings: Res<TrainSettings>,
+    params: Single<&FeatureParams<B>>,
+    mut frames: ResMut<Frames<B>>,
+    batch: Query<(&Cache<B>, &GroundTruth<B>, &InBatch)>,
+    mut fault: ResMut<Fault>,
+) {
+    let x = rendered_features(&params, settings.0.normalize);
+    for (c, gt, slot) in &batch {
+        let frame = &mut frames.0[slot.slot];
+        let r = cache::forward(
+            &dev.0,
+            &c.cache,
+            &frame.scratch,
+            &gt.0.pixels,
+            x,
+            params.channels,
+            &mut frame.rendered,
+        );
+        fault.check(r);
+    }
+}
+
+/// Accumulates `Wᵀ·dF` of every batch camera, then chains through the normalisation.
+pub fn backward_batch<B: Backend>(
+    dev: Res<Dev<B>>,
+    settings: Res<TrainSettings>,
+    mut q: Single<(&FeatureParams<B>, &mut Gradients<B>)>,
+    frames: Res<Frames<B>>,
+    batch: Query<(&Cache<B>, &GroundTruth<B>, &InBatch)>,
+    mut fault: ResMut<Fault>,
+) {
+    let (params, grads) = &mut *q;
+    let c = params.channels;
+    let normalize = settings.0.normalize;
+    let target = if normalize {
+        &mut grads.d_rendered
+    } else {
+        &mut grads.d_x
+    };
+    fault.check(dev.0.fill(target, 0.0));
+    for (cache, gt, slot) in &batch {
+        let frame = &frames.0[slot.slot];
+        fault.check(cache::backward(
+            &dev.0,
+            &cache.cache,
+            &frame.scratch,
+            &gt.0.pixels,
+            &frame.d_rendered,
+            c,
+            target,
+        ));
+    }
+    if normalize {
+        let Gradients { d_rendered, d_x } = &mut **grads;
+        fault.check(dev.0.normalize_backward(&params.x, d_rendered, c, d_x));
+    }
+}

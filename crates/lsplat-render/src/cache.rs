@@ -1,0 +1,250 @@
+//! Per-camera raster caches.
+//!
+//! Geometry is frozen, so a camera's blending weights never change. A camera's cache
+//! is built on its first visit (from a projection and binning done in the shared
+//! [`Scratch`]) and then serves every later visit:
+//! - [`RasterCache::Operator`]: the sparse operator W; forward = SpMM, backward = Wᵀ.
+//! - [`RasterCache::Geometry`]: projection and sorted tile lists; weights recomputed.
+//! - [`RasterCache::Cold`]: nothing; the visit projects and bins into the scratch.
+
+use lsplat_core::config::{CacheMode, WeightPrecision};
+use lsplat_core::{Camera, TileGrid};
+use lsplat_device::{Backend, CameraParams, OperatorStats, PixelSet, Result};
+
+/// Cache levels, ordered from cheapest to keep to fastest to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CacheLevel {
+    /// Nothing cached.
+    None,
+    /// Projection and tile lists.
+    Geometry,
+    /// The sparse operator.
+    Operator,
+}
+
+impl CacheLevel {
+    /// The level a configuration asks for.
+    pub fn from_mode(mode: CacheMode) -> Self {
+        match mode {
+            CacheMode::Operator => CacheLevel::Operator,
+            CacheMode::Geometry => CacheLevel::Geometry,
+            CacheMode::None => CacheLevel::None,
+        }
+    }
+
+    /// The next lower level (what eviction falls back to).
+    pub fn lower(self) -> CacheLevel {
+        match self {
+            CacheLevel::Operator => CacheLevel::Geometry,
+            _ => CacheLevel::None,
+        }
+    }
+}
+
+/// What one camera keeps between visits.
+pub enum RasterCache<B: Backend> {
+    /// Nothing.
+    Cold,
+    /// Projection and sorted tile lists.
+    Geometry {
+        /// Projected splats.
+        projection: B::Projection,
+        /// Sorted tile lists.
+        bins: B::Bins,
+    },
+    /// The operator W of the camera's valid pixels.
+    Operator {
+        /// W.
+        op: B::Operator,
+    },
+}
+
+// Not derived: `#[derive(Default)]` would demand `B: Default`.
+#[allow(clippy::derivable_impls)]
+impl<B: Backend> Default for RasterCache<B> {
+    fn default() -> Self {
+        RasterCache::Cold
+    }
+}
+
+impl<B: Backend> RasterCache<B> {
+    /// The level held.
+    pub fn level(&self) -> CacheLevel {
+        match self {
+            RasterCache::Cold => CacheLevel::None,
+            RasterCache::Geometry { .. } => CacheLevel::Geometry,
+            RasterCache::Operator { .. } => CacheLevel::Operator,
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self, dev: &B) -> usize {
+        match self {
+            RasterCache::Cold => 0,
+            RasterCache::Geometry { projection, bins } => {
+                dev.geometry_cache_bytes(projection, bins)
+            }
+            RasterCache::Operator { op } => dev.operator_stats(op).bytes,
+        }
+    }
+
+    /// Operator size, when an operator is held.
+    pub fn operator_stats(&self, dev: &B) -> Option<OperatorStats> {
+        match self {
+            RasterCache::Operator { op } => Some(dev.operator_stats(op)),
+            _ => None,
+        }
+    }
+}
+
+/// Projection and bins of the camera being visited when it has no cache of its own.
+pub struct Scratch<B: Backend> {
+    /// Projected splats.
+    pub projection: B::Projection,
+    /// Sorted tile lists.
+    pub bins: B::Bins,
+}
+
+impl<B: Backend> Default for Scratch<B> {
+    fn default() -> Self {
+        Scratch {
+            projection: Default::default(),
+            bins: Default::default(),
+        }
+    }
+}
+
+/// Projects `camera` into the scratch.
+pub fn project<B: Backend>(
+    dev: &B,
+    geometry: &B::Geometry,
+    camera: &Camera,
+    grid: TileGrid,
+    (near, far): (f32, f32),
+    scratch: &mut Scratch<B>,
+) -> Result<()> {
+    dev.project(
+        geometry,
+        &CameraParams::new(camera, near, far),
+        grid,
+        &mut scratch.projection,
+    )
+}
+
+/// Bins and sorts the scratch projection.
+pub fn bin<B: Backend>(dev: &B, grid: TileGrid, scratch: &mut Scratch<B>) -> Result<()> {
+    let Scratch { projection, bins } = scratch;
+    dev.bin_and_sort(projection, grid, bins)
+}
+
+/// Builds a camera's cache at `level` from the projection and bins in the scratch.
+/// For [`CacheLevel::Geometry`] the scratch's buffers move into the cache.
+pub fn promote<B: Backend>(
+    dev: &B,
+    scratch: &mut Scratch<B>,
+    pixels: &PixelSet<B>,
+    gaussians: usize,
+    level: CacheLevel,
+    precision: WeightPrecision,
+) -> Result<RasterCache<B>> {
+    Ok(match level {
+        CacheLevel::Operator => RasterCache::Operator {
+            op: dev.build_operator(
+                &scratch.projection,
+                &scratch.bins,
+                pixels,
+                gaussians,
+                precision,
+            )?,
+        },
+        CacheLevel::Geometry => RasterCache::Geometry {
+            projection: std::mem::take(&mut scratch.projection),
+            bins: std::mem::take(&mut scratch.bins),
+        },
+        CacheLevel::None => RasterCache::Cold,
+    })
+}
+
+/// `out = W·x` for the camera's pixels through whatever is cached (the scratch
+/// holds this camera's projection and bins when the cache is cold).
+pub fn forward<B: Backend>(
+    dev: &B,
+    cache: &RasterCache<B>,
+    scratch: &Scratch<B>,
+    pixels: &PixelSet<B>,
+    x: &B::Buf<f32>,
+    channels: usize,
+    out: &mut B::Buf<f32>,
+) -> Result<()> {
+    match cache {
+        RasterCache::Operator { op } => dev.spmm(op, x, channels, out),
+        RasterCache::Geometry { projection, bins } => {
+            dev.rasterize(projection, bins, pixels, x, channels, out)
+        }
+        RasterCache::Cold => {
+            dev.rasterize(&scratch.projection, &scratch.bins, pixels, x, channels, out)
+        }
+    }
+}
+
+/// `d_x += Wᵀ·d_out` through whatever is cached.
+pub fn backward<B: Backend>(
+    dev: &B,
+    cache: &RasterCache<B>,
+    scratch: &Scratch<B>,
+    pixels: &PixelSet<B>,
+    d_out: &B::Buf<f32>,
+    channels: usize,
+    d_x: &mut B::Buf<f32>,
+) -> Result<()> {
+    match cache {
+        RasterCache::Operator { op } => dev.spmm_t(op, d_out, channels, d_x),
+        RasterCache::Geometry { projection, bins } => {
+            dev.rasterize_backward(projection, bins, pixels, d_out, channels, d_x)
+        }
+        RasterCache::Cold => dev.rasterize_backward(
+            &scratch.projection,
+            &scratch.bins,
+            pixels,
+            d_out,
+            channels,
+            d_x,
+        ),
+    }
+}
+
+/// Renders a full image of `[N, C]` features, returned row-major `[H·W, C]` on the
+/// host (for evaluation and tools; not used in training).
+pub fn render_image<B: Backend>(
+    dev: &B,
+    geometry: &B::Geometry,
+    camera: &Camera,
+    tile_size: u32,
+    clip: (f32, f32),
+    features: &B::Buf<f32>,
+    channels: usize,
+) -> Result<Vec<f32>> {
+    let grid = TileGrid::new(tile_size, camera.width, camera.height);
+    let mut scratch = Scratch::<B>::default();
+    project(dev, geometry, camera, grid, clip, &mut scratch)?;
+    bin(dev, grid, &mut scratch)?;
+    let (order, offsets) = grid.all_pixels();
+    let set = PixelSet::upload(dev, grid, &order, &offsets)?;
+    let mut out = dev.alloc::<f32>(set.len * channels)?;
+    dev.rasterize(
+        &scratch.projection,
+        &scratch.bins,
+        &set,
+        features,
+        channels,
+        &mut out,
+    )?;
+    let tiled = dev.download(&out)?;
+    let mut image = vec![0f32; tiled.len()];
+    for (i, &p) in order.iter().enumerate() {
+        let p = p as usize;
+        image[p * channels..(p + 1) * channels]
+            .copy_from_slice(&tiled[i * channels..(i + 1) * channels]);
+    }
+    Ok(image)
+}

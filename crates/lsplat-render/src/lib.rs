@@ -1,0 +1,24 @@
+//! Render orchestration: the [`Device`] facade over the backends, per-camera raster
+//! caches at three levels, and the forward/backward of one camera through whatever
+//! is cached.
+//!
+//! The `Device` enum lives here rather than in `lsplat-device` because it must name
+//! the backend crates, which depend on `lsplat-device`; this crate is the one place
+//! where `#[cfg(feature = ...)]` selects real backends or stubs.
+
+pub mod cache;
+pub mod device;
+mod stub;
+
+pub use cache::{CacheLevel, RasterCache, Scratch};
+pub use device::{BackendVisitor, Device};
+pub use lsplat_cpu::CpuBackend;
+pub use stub::StubBackend;
+
+#[cfg(feature = "cuda")]
+pub use lsplat_cuda::CudaBackend;
+/// The CUDA backend (not compiled in: every use reports so).
+#[cfg(not(feature = "cuda"))]
+pub type CudaBackend = StubBackend;
+/// The HIP backend (not compiled in: every use reports so).
+pub type HipBackend = StubBackend;
