@@ -10,8 +10,8 @@ use lsplat_device::CameraParams;
 pub struct CpuGeometry {
     /// Centres.
     pub means: Vec<[f32; 3]>,
-    /// World-space covariances (upper triangle).
-    pub cov3d: Vec<[f32; 6]>,
+    /// World-space covariances (upper triangle), in f64.
+    pub cov3d: Vec<[f64; 6]>,
     /// Opacities (sigmoid of the logits).
     pub opacity: Vec<f32>,
 }
@@ -44,40 +44,30 @@ impl CpuGeometry {
     }
 }
 
-/// Σ = R·S·Sᵀ·Rᵀ for quaternion `(w, x, y, z)` and log-scales.
-pub fn covariance(q: &[f32; 4], log_scale: &[f32; 3]) -> [f32; 6] {
-    let [w, x, y, z] = *q;
+/// Σ = R·S·Sᵀ·Rᵀ for quaternion `(w, x, y, z)` and log-scales (upper triangle, f64).
+pub fn covariance(q: &[f32; 4], log_scale: &[f32; 3]) -> [f64; 6] {
+    let [w, x, y, z] = q.map(f64::from);
     let r = [
-        [
-            1.0 - 2.0 * (y * y + z * z),
-            2.0 * (x * y - w * z),
-            2.0 * (x * z + w * y),
-        ],
-        [
-            2.0 * (x * y + w * z),
-            1.0 - 2.0 * (x * x + z * z),
-            2.0 * (y * z - w * x),
-        ],
-        [
-            2.0 * (x * z - w * y),
-            2.0 * (y * z + w * x),
-            1.0 - 2.0 * (x * x + y * y),
-        ],
+        [1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y - w * z), 2.0 * (x * z + w * y)],
+        [2.0 * (x * y + w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - w * x)],
+        [2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y)],
     ];
-    let s = [log_scale[0].exp(), log_scale[1].exp(), log_scale[2].exp()];
+    let s = log_scale.map(|v| f64::from(v).exp());
     // M = R·S, Σ = M·Mᵀ.
     let m = |i: usize, k: usize| r[i][k] * s[k];
-    let e = |i: usize, j: usize| (0..3).map(|k| m(i, k) * m(j, k)).sum::<f32>();
+    let e = |i: usize, j: usize| (0..3).map(|k| m(i, k) * m(j, k)).sum::<f64>();
     [e(0, 0), e(0, 1), e(0, 2), e(1, 1), e(1, 2), e(2, 2)]
 }
 
 /// A projected splat as the compositor reads it (one cache line holds one).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ProjSplat {
-    /// Screen-space centre (pixels).
-    pub xy: [f32; 2],
-    /// Inverse 2D covariance `(a, b, c)`: σ = ½(a·dx² + c·dy²) + b·dx·dy.
-    pub conic: [f32; 3],
+    /// Screen-space centre (pixels), in f64 so that the offset to a pixel centre is
+    /// exact to f32 precision however far from the origin the splat lies.
+    pub xy: [f64; 2],
+    /// Inverse 2D covariance `(a, b, c)`: σ = ½(a·dx² + c·dy²) + b·dx·dy. Kept in
+    /// f64: for elongated splats σ is a small difference of large terms.
+    pub conic: [f64; 3],
     /// Opacity.
     pub opacity: f32,
     /// Camera-space depth.
@@ -104,31 +94,34 @@ impl CpuProjection {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Splat2d {
     /// Centre.
-    pub xy: [f32; 2],
+    pub xy: [f64; 2],
     /// Conic.
-    pub conic: [f32; 3],
+    pub conic: [f64; 3],
     /// Depth.
     pub depth: f32,
     /// Half extents of the bounding box in pixels.
-    pub radius: [f32; 2],
+    pub radius: [f64; 2],
 }
 
 /// Projects one Gaussian; `None` when culled (behind the near plane, beyond the
 /// far plane, degenerate, or too transparent to ever pass the alpha threshold).
 pub fn project_one(
     mean: [f32; 3],
-    cov: &[f32; 6],
+    cov: &[f64; 6],
     opacity: f32,
     cam: &CameraParams,
 ) -> Option<Splat2d> {
-    let v = &cam.view;
+    // Per-Gaussian work is cheap next to compositing, so it runs in f64: the conic's
+    // rounding error is amplified by σ in every α it produces.
+    let v: [f64; 12] = cam.view.map(f64::from);
+    let m = mean.map(f64::from);
     let pc = [
-        v[0] * mean[0] + v[1] * mean[1] + v[2] * mean[2] + v[3],
-        v[4] * mean[0] + v[5] * mean[1] + v[6] * mean[2] + v[7],
-        v[8] * mean[0] + v[9] * mean[1] + v[10] * mean[2] + v[11],
+        v[0] * m[0] + v[1] * m[1] + v[2] * m[2] + v[3],
+        v[4] * m[0] + v[5] * m[1] + v[6] * m[2] + v[7],
+        v[8] * m[0] + v[9] * m[1] + v[10] * m[2] + v[11],
     ];
     let z = pc[2];
-    if !(z >= cam.near && z <= cam.far) || opacity < ALPHA_THRESHOLD {
+    if !(z >= cam.near as f64 && z <= cam.far as f64) || opacity < ALPHA_THRESHOLD {
         return None;
     }
     // Σ_cam = R Σ Rᵀ.
@@ -144,62 +137,58 @@ pub fn project_one(
         };
         cov[k]
     };
-    let mut rs = [[0f32; 3]; 3];
+    let mut rs = [[0f64; 3]; 3];
     for (i, row) in rs.iter_mut().enumerate() {
         for (j, val) in row.iter_mut().enumerate() {
             *val = (0..3).map(|k| r(i, k) * s(k, j)).sum();
         }
     }
-    let mut sc = [[0f32; 3]; 3];
+    let mut sc = [[0f64; 3]; 3];
     for (i, row) in sc.iter_mut().enumerate() {
         for (j, val) in row.iter_mut().enumerate() {
             *val = (0..3).map(|k| rs[i][k] * r(j, k)).sum();
         }
     }
     // Jacobian of the perspective projection with the guard band clamp.
-    let (w, h) = (cam.width as f32, cam.height as f32);
-    let guard = FOV_GUARD - 1.0;
-    let lim_xp = (w - cam.cx) / cam.fx + guard * 0.5 * w / cam.fx;
-    let lim_xn = cam.cx / cam.fx + guard * 0.5 * w / cam.fx;
-    let lim_yp = (h - cam.cy) / cam.fy + guard * 0.5 * h / cam.fy;
-    let lim_yn = cam.cy / cam.fy + guard * 0.5 * h / cam.fy;
+    let (fx, fy, cx, cy) = (cam.fx as f64, cam.fy as f64, cam.cx as f64, cam.cy as f64);
+    let (w, h) = (cam.width as f64, cam.height as f64);
+    let guard = FOV_GUARD as f64 - 1.0;
+    let lim_xp = (w - cx) / fx + guard * 0.5 * w / fx;
+    let lim_xn = cx / fx + guard * 0.5 * w / fx;
+    let lim_yp = (h - cy) / fy + guard * 0.5 * h / fy;
+    let lim_yn = cy / fy + guard * 0.5 * h / fy;
     let tx = z * (pc[0] / z).clamp(-lim_xn, lim_xp);
     let ty = z * (pc[1] / z).clamp(-lim_yn, lim_yp);
-    let j = [
-        [cam.fx / z, 0.0, -cam.fx * tx / (z * z)],
-        [0.0, cam.fy / z, -cam.fy * ty / (z * z)],
-    ];
-    let mut jt = [[0f32; 3]; 2];
+    let j = [[fx / z, 0.0, -fx * tx / (z * z)], [0.0, fy / z, -fy * ty / (z * z)]];
+    let mut jt = [[0f64; 3]; 2];
     for i in 0..2 {
         for k in 0..3 {
             jt[i][k] = (0..3).map(|m| j[i][m] * sc[m][k]).sum();
         }
     }
-    let c2 = |i: usize, k: usize| (0..3).map(|m| jt[i][m] * j[k][m]).sum::<f32>();
-    let a = c2(0, 0) + EPS2D;
+    let c2 = |i: usize, k: usize| (0..3).map(|m| jt[i][m] * j[k][m]).sum::<f64>();
+    let a = c2(0, 0) + EPS2D as f64;
     let b = c2(0, 1);
-    let c = c2(1, 1) + EPS2D;
+    let c = c2(1, 1) + EPS2D as f64;
     let det = a * c - b * b;
     if det <= 0.0 || !det.is_finite() {
         return None;
     }
     let inv = 1.0 / det;
-    let extent = (2.0 * (opacity / ALPHA_THRESHOLD).ln())
-        .sqrt()
-        .min(EXTENT_SIGMA);
+    let extent = (2.0 * (opacity / ALPHA_THRESHOLD).ln()).sqrt().min(EXTENT_SIGMA) as f64;
     let radius = [(extent * a.sqrt()).ceil(), (extent * c.sqrt()).ceil()];
     Some(Splat2d {
-        xy: [cam.fx * pc[0] / z + cam.cx, cam.fy * pc[1] / z + cam.cy],
+        xy: [fx * pc[0] / z + cx, fy * pc[1] / z + cy],
         conic: [c * inv, -b * inv, a * inv],
-        depth: z,
+        depth: z as f32,
         radius,
     })
 }
 
 /// The tiles a splat's box touches, `[x0, y0, x1, y1)`, clamped to the grid.
 pub fn tile_rect(s: &Splat2d, grid: TileGrid) -> [u32; 4] {
-    let ts = grid.tile_size as f32;
-    let clamp = |v: f32, hi: u32| (v.max(0.0) as u32).min(hi);
+    let ts = grid.tile_size as f64;
+    let clamp = |v: f64, hi: u32| (v.max(0.0) as u32).min(hi);
     [
         clamp(((s.xy[0] - s.radius[0]) / ts).floor(), grid.tiles_x()),
         clamp(((s.xy[1] - s.radius[1]) / ts).floor(), grid.tiles_y()),

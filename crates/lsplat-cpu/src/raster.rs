@@ -25,8 +25,8 @@ pub struct Pixels<'a> {
 pub fn walk_pixel(
     splats: &[ProjSplat],
     list: &[u32],
-    px: f32,
-    py: f32,
+    px: f64,
+    py: f64,
     mut visit: impl FnMut(usize, u32, f32),
 ) {
     let mut t = 1.0f32;
@@ -38,7 +38,7 @@ pub fn walk_pixel(
         if sigma < 0.0 {
             continue;
         }
-        let alpha = (s.opacity * (-sigma).exp()).min(MAX_ALPHA);
+        let alpha = (s.opacity * (-(sigma as f32)).exp()).min(MAX_ALPHA);
         if alpha < ALPHA_THRESHOLD {
             continue;
         }
@@ -53,8 +53,8 @@ pub fn walk_pixel(
 
 /// Pixel centre of pixel index `p`.
 #[inline(always)]
-pub fn centre(p: u32, width: u32) -> (f32, f32) {
-    ((p % width) as f32 + 0.5, (p / width) as f32 + 0.5)
+pub fn centre(p: u32, width: u32) -> (f64, f64) {
+    ((p % width) as f64 + 0.5, (p / width) as f64 + 0.5)
 }
 
 /// Tile ranges balanced by estimated work (pixels × list length).
