@@ -16,10 +16,26 @@ struct Case {
 }
 
 const CASES: [Case; 4] = [
-    Case { tile: 16, channels: 3, gaussians: 500 },
-    Case { tile: 8, channels: 3, gaussians: 500 },
-    Case { tile: 16, channels: 5, gaussians: 300 },
-    Case { tile: 8, channels: 16, gaussians: 200 },
+    Case {
+        tile: 16,
+        channels: 3,
+        gaussians: 500,
+    },
+    Case {
+        tile: 8,
+        channels: 3,
+        gaussians: 500,
+    },
+    Case {
+        tile: 16,
+        channels: 5,
+        gaussians: 300,
+    },
+    Case {
+        tile: 8,
+        channels: 16,
+        gaussians: 200,
+    },
 ];
 
 #[test]
@@ -37,12 +53,17 @@ fn forward_matches_the_float64_reference() {
         let geom = dev.upload_geometry(&g).unwrap();
         let mut proj = Default::default();
         let mut bins = Default::default();
-        dev.project(&geom, &CameraParams::new(&cam, 0.01, 1e10), grid, &mut proj).unwrap();
+        dev.project(&geom, &CameraParams::new(&cam, 0.01, 1e10), grid, &mut proj)
+            .unwrap();
         dev.bin_and_sort(&proj, grid, &mut bins).unwrap();
         let set = PixelSet::full(&dev, grid).unwrap();
         let mut out = vec![f32::NAN; set.len * c];
-        dev.rasterize(&proj, &bins, &set, &feats, c, &mut out).unwrap();
-        assert!(out.iter().all(|v| v.is_finite()), "every output element is written");
+        dev.rasterize(&proj, &bins, &set, &feats, c, &mut out)
+            .unwrap();
+        assert!(
+            out.iter().all(|v| v.is_finite()),
+            "every output element is written"
+        );
         let splats = reference::project(&g, &cam, 0.01, 1e10);
         let mut nonzero = 0;
         for (i, &p) in set.pixels.iter().enumerate() {
@@ -52,7 +73,16 @@ fn forward_matches_the_float64_reference() {
                 continue;
             }
             // Error relative to the pixel's scale: Σ w·|x| over its contributions.
-            let scale: f64 = r.weights.iter().map(|&(gid, wt)| wt * (0..c).map(|ch| feats[gid * c + ch].abs() as f64).sum::<f64>()).sum::<f64>() / c as f64;
+            let scale: f64 = r
+                .weights
+                .iter()
+                .map(|&(gid, wt)| {
+                    wt * (0..c)
+                        .map(|ch| feats[gid * c + ch].abs() as f64)
+                        .sum::<f64>()
+                })
+                .sum::<f64>()
+                / c as f64;
             for ch in 0..c {
                 let err = (out[i * c + ch] as f64 - r.value[ch]).abs() / scale.max(1e-6);
                 worst = worst.max(err);
@@ -60,10 +90,19 @@ fn forward_matches_the_float64_reference() {
             nonzero += (!r.weights.is_empty()) as usize;
             checked += 1;
         }
-        assert!(nonzero > set.len / 4, "case {k}: the scene covers the image ({nonzero} of {})", set.len);
+        assert!(
+            nonzero > set.len / 4,
+            "case {k}: the scene covers the image ({nonzero} of {})",
+            set.len
+        );
     }
-    eprintln!("max relative error {worst:.2e} over {checked} pixels ({ambiguous} near a threshold skipped)");
-    assert!(ambiguous * 100 < checked, "too many ambiguous pixels: {ambiguous}");
+    eprintln!(
+        "max relative error {worst:.2e} over {checked} pixels ({ambiguous} near a threshold skipped)"
+    );
+    assert!(
+        ambiguous * 100 < checked,
+        "too many ambiguous pixels: {ambiguous}"
+    );
     assert!(worst < 1e-5, "max relative error {worst:.2e}");
 }
 
@@ -78,12 +117,15 @@ fn operator_rows_are_the_reference_weights() {
         let geom = dev.upload_geometry(&g).unwrap();
         let mut proj = Default::default();
         let mut bins = Default::default();
-        dev.project(&geom, &CameraParams::new(&cam, 0.01, 1e10), grid, &mut proj).unwrap();
+        dev.project(&geom, &CameraParams::new(&cam, 0.01, 1e10), grid, &mut proj)
+            .unwrap();
         dev.bin_and_sort(&proj, grid, &mut bins).unwrap();
         // A sparse pixel set, as the valid pixels of a camera are.
         let (pixels, offsets) = grid.select_pixels(|p| p.wrapping_mul(7919) % 10 < 3);
         let set = PixelSet::upload(&dev, grid, &pixels, &offsets).unwrap();
-        let op = dev.build_operator(&proj, &bins, &set, g.len(), WeightPrecision::F32).unwrap();
+        let op = dev
+            .build_operator(&proj, &bins, &set, g.len(), WeightPrecision::F32)
+            .unwrap();
         let splats = reference::project(&g, &cam, 0.01, 1e10);
         let zeros = vec![0f32; g.len()];
         let mut compared = 0;
@@ -97,7 +139,12 @@ fn operator_rows_are_the_reference_weights() {
             let ref_ids: Vec<usize> = r.weights.iter().map(|e| e.0).collect();
             assert_eq!(ids, ref_ids, "pixel {p}: contributors differ");
             for (a, b) in row.iter().zip(&r.weights) {
-                assert!((a.1 as f64 - b.1).abs() <= 1e-5 * b.1.max(1e-3), "pixel {p}: weight {} vs {}", a.1, b.1);
+                assert!(
+                    (a.1 as f64 - b.1).abs() <= 1e-5 * b.1.max(1e-3),
+                    "pixel {p}: weight {} vs {}",
+                    a.1,
+                    b.1
+                );
             }
             compared += 1;
         }

@@ -30,7 +30,8 @@ fn check(kind: LossKind) {
     let geom = dev.upload_geometry(&g).unwrap();
     let mut proj = Default::default();
     let mut bins = Default::default();
-    dev.project(&geom, &CameraParams::new(&cam, 0.01, 1e10), grid, &mut proj).unwrap();
+    dev.project(&geom, &CameraParams::new(&cam, 0.01, 1e10), grid, &mut proj)
+        .unwrap();
     dev.bin_and_sort(&proj, grid, &mut bins).unwrap();
     let gt = GroundTruth::<CpuBackend> {
         pixels: PixelSet::upload(&dev, grid, &pixels, &offsets).unwrap(),
@@ -42,20 +43,25 @@ fn check(kind: LossKind) {
     let mut xn = vec![0f32; x.len()];
     dev.normalize(&x, c, &mut xn).unwrap();
     let mut f = vec![0f32; pixels.len() * c];
-    dev.rasterize(&proj, &bins, &gt.pixels, &xn, c, &mut f).unwrap();
+    dev.rasterize(&proj, &bins, &gt.pixels, &xn, c, &mut f)
+        .unwrap();
     let mut df = vec![0f32; f.len()];
     let mut loss = vec![0f32; 1];
-    dev.pixel_loss(kind, &f, &gt, 1.0, &mut df, &mut loss, 0, false).unwrap();
+    dev.pixel_loss(kind, &f, &gt, 1.0, &mut df, &mut loss, 0, false)
+        .unwrap();
     let mut dxn = vec![0f32; x.len()];
-    dev.rasterize_backward(&proj, &bins, &gt.pixels, &df, c, &mut dxn).unwrap();
+    dev.rasterize_backward(&proj, &bins, &gt.pixels, &df, c, &mut dxn)
+        .unwrap();
     let mut dx = vec![0f32; x.len()];
     dev.normalize_backward(&x, &dxn, c, &mut dx).unwrap();
 
     // Reference loss in float64 with fixed reference weights.
     let splats = reference::project(&g, &cam, 0.01, 1e10);
     let zeros = vec![0f32; g.len()];
-    let weights: Vec<Vec<(usize, f64)>> =
-        pixels.iter().map(|&p| reference::pixel(&splats, &zeros, 1, p % w, p / w, 0.0).weights).collect();
+    let weights: Vec<Vec<(usize, f64)>> = pixels
+        .iter()
+        .map(|&p| reference::pixel(&splats, &zeros, 1, p % w, p / w, 0.0).weights)
+        .collect();
     let hw = (w * h) as f64;
     let loss_of = |x: &[f64]| -> f64 {
         let xn: Vec<f64> = x.chunks(c).flat_map(normalized).collect();
@@ -68,7 +74,8 @@ fn check(kind: LossKind) {
                 }
             }
             let t = &table[mask[i] as usize * c..mask[i] as usize * c + c];
-            let l1: f64 = (0..c).map(|k| (fp[k] - t[k] as f64).abs()).sum::<f64>() / (c as f64 * hw);
+            let l1: f64 =
+                (0..c).map(|k| (fp[k] - t[k] as f64).abs()).sum::<f64>() / (c as f64 * hw);
             let nf = fp.iter().map(|v| v * v).sum::<f64>().sqrt();
             let nt = t.iter().map(|v| (*v as f64).powi(2)).sum::<f64>().sqrt();
             let cos = (0..c).map(|k| fp[k] * t[k] as f64).sum::<f64>() / (nf * nt).max(1e-8);
@@ -82,7 +89,11 @@ fn check(kind: LossKind) {
     };
     let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
     let l0 = loss_of(&x64);
-    assert!((l0 - loss[0] as f64).abs() < 1e-5 * l0.abs().max(1e-3), "loss {} vs reference {l0}", loss[0]);
+    assert!(
+        (l0 - loss[0] as f64).abs() < 1e-5 * l0.abs().max(1e-3),
+        "loss {} vs reference {l0}",
+        loss[0]
+    );
     // Central differences on the Gaussians with the largest gradients.
     let mut order: Vec<usize> = (0..x.len()).collect();
     order.sort_by(|&a, &b| dx[b].abs().total_cmp(&dx[a].abs()));

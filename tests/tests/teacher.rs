@@ -60,7 +60,11 @@ fn training_recovers_the_teacher() {
     let secs = t0.elapsed().as_secs_f64();
     let after = s.evaluate().unwrap();
     let records = s.drain_records();
-    assert_eq!(records.len(), cfg.train.iterations as usize, "every step's loss is read back");
+    assert_eq!(
+        records.len(),
+        cfg.train.iterations as usize,
+        "every step's loss is read back"
+    );
     eprintln!(
         "{} steps in {secs:.1} s: eval L1 {:.5} -> {:.5} ({:.1}x), mean cosine {:.4}",
         cfg.train.iterations,
@@ -69,6 +73,14 @@ fn training_recovers_the_teacher() {
         before.mean_l1 / after.mean_l1,
         after.mean_cosine
     );
-    assert!(before.mean_l1 / after.mean_l1 >= 10.0, "loss fell only {:.1}x", before.mean_l1 / after.mean_l1);
-    assert!(after.mean_cosine >= 0.95, "mean cosine {:.4}", after.mean_cosine);
+    assert!(
+        before.mean_l1 / after.mean_l1 >= 10.0,
+        "loss fell only {:.1}x",
+        before.mean_l1 / after.mean_l1
+    );
+    assert!(
+        after.mean_cosine >= 0.95,
+        "mean cosine {:.4}",
+        after.mean_cosine
+    );
 }

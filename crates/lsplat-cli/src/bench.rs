@@ -18,7 +18,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let mut cfg = scene::config(&args.scene)?;
     // The bench runs as long as it is told, whatever the scene's iteration count.
     cfg.train.iterations = u32::MAX;
-    let data = scene::load(&cfg)?;
+    let (data, _) = scene::load(&cfg)?;
     let dev = Device::open(&cfg.device)?;
     dev.visit(BenchJob { cfg, data, args })
 }

@@ -4,6 +4,7 @@ mod bench;
 mod info;
 mod run;
 mod scene;
+mod synth;
 mod train;
 
 use std::path::PathBuf;
@@ -29,6 +30,24 @@ enum Command {
     Bench(BenchArgs),
     /// List the backends compiled in and the devices found.
     Info,
+    /// Convert datasets users already have into the engine's Parquet datasets.
+    #[command(subcommand)]
+    Import(ImportCommand),
+    /// Make a LangSplat-layout dataset for any splat (clustered objects, rendered masks).
+    Synth(synth::SynthArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum ImportCommand {
+    /// LangSplat's `<stem>_f.npy` / `<stem>_s.npy` folder → features.parquet + masks.parquet.
+    Langsplat {
+        /// Folder with the `_f.npy` / `_s.npy` files (e.g. `language_features_dim3`).
+        #[arg(long)]
+        source: PathBuf,
+        /// Dataset folder to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 /// Options shared by every command that builds a scene.
@@ -69,6 +88,20 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
+fn import_langsplat(source: &std::path::Path, out: &std::path::Path) -> anyhow::Result<()> {
+    let s = lsplat_data::dataset::import_langsplat(source, out)?;
+    println!(
+        "imported {} images (D = {}, {} feature rows, {} unused); masks per level (default, s, m, l): {:?}",
+        s.images, s.dim, s.feature_rows, s.unused_rows, s.masks_per_level
+    );
+    println!(
+        "wrote {} and {}",
+        s.features_path.display(),
+        s.masks_path.display()
+    );
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -81,6 +114,10 @@ fn main() -> std::process::ExitCode {
         Command::Train(a) => train::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Info => info::run(),
+        Command::Import(ImportCommand::Langsplat { source, out }) => {
+            import_langsplat(&source, &out)
+        }
+        Command::Synth(a) => synth::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

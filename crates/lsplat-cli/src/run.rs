@@ -64,12 +64,28 @@ pub struct Outputs<'a> {
     pub steps: u64,
     /// Backend description.
     pub backend: String,
+    /// The input PLY, written back with the features (file scenes).
+    pub ply: Option<&'a lsplat_data::ply::SplatPly>,
 }
 
-/// Writes `features.npy`, `metrics.jsonl` and `summary.json` (each atomically).
+/// Writes `features.parquet`, `features.npy`, `splats.ply` (file scenes),
+/// `metrics.jsonl` and `summary.json`, each atomically.
 pub fn write_outputs(dir: &Path, o: &Outputs<'_>) -> Result<()> {
     let n = o.features.len() / o.channels.max(1);
     write_npy_f32(&dir.join("features.npy"), &[n, o.channels], o.features)?;
+    lsplat_data::output::write_gaussian_features(
+        &dir.join("features.parquet"),
+        o.features,
+        o.channels,
+    )?;
+    if let Some(ply) = o.ply {
+        lsplat_data::output::write_splats_with_features(
+            &dir.join("splats.ply"),
+            ply,
+            o.features,
+            o.channels,
+        )?;
+    }
     let mut metrics = String::new();
     for r in o.records {
         metrics.push_str(&serde_json::json!({"step": r.step, "loss": r.loss}).to_string());

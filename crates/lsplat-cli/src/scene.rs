@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use lsplat_core::Config;
 use lsplat_data::SceneData;
 
@@ -24,11 +24,13 @@ pub fn config(args: &SceneArgs) -> Result<Config> {
     Ok(cfg)
 }
 
-/// Loads (or generates) the scene the configuration names.
-pub fn load(cfg: &Config) -> Result<SceneData> {
+/// Loads (or generates) the scene the configuration names; for file scenes also
+/// returns the input PLY (written back with the learned features).
+pub fn load(cfg: &Config) -> Result<(SceneData, Option<lsplat_data::ply::SplatPly>)> {
     if cfg.scene.is_demo() {
         let demo = lsplat_data::demo::generate(&cfg.demo, cfg.scene.level)?;
-        return Ok(demo.scene);
+        return Ok((demo.scene, None));
     }
-    bail!("file-based scenes are not supported yet: give no scene paths to train the demo")
+    let loaded = lsplat_data::scene::load_scene(&cfg.scene)?;
+    Ok((loaded.data, Some(loaded.ply)))
 }

@@ -7,6 +7,7 @@ use anyhow::Result;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lsplat_core::Config;
 use lsplat_data::SceneData;
+use lsplat_data::ply::SplatPly;
 use lsplat_device::Backend;
 use lsplat_engine::Session;
 use lsplat_render::{BackendVisitor, Device};
@@ -18,7 +19,7 @@ use crate::{TrainArgs, run, scene};
 pub fn run(args: TrainArgs) -> Result<()> {
     let cfg = scene::config(&args.scene)?;
     let out = args.out.unwrap_or_else(run::default_dir);
-    let data = scene::load(&cfg)?;
+    let (data, ply) = scene::load(&cfg)?;
     info!(
         gaussians = data.gaussians.len(),
         cameras = data.cameras.len(),
@@ -31,12 +32,18 @@ pub fn run(args: TrainArgs) -> Result<()> {
         }
     );
     let dev = Device::open(&cfg.device)?;
-    dev.visit(TrainJob { cfg, data, out })
+    dev.visit(TrainJob {
+        cfg,
+        data,
+        ply,
+        out,
+    })
 }
 
 struct TrainJob {
     cfg: Config,
     data: SceneData,
+    ply: Option<SplatPly>,
     out: PathBuf,
 }
 
@@ -44,7 +51,12 @@ impl BackendVisitor for TrainJob {
     type Output = Result<()>;
 
     fn visit<B: Backend>(self, dev: B) -> Result<()> {
-        let TrainJob { cfg, data, out } = self;
+        let TrainJob {
+            cfg,
+            data,
+            ply,
+            out,
+        } = self;
         let backend = dev.describe();
         run::create(&out)?;
         run::write_config(&out, &cfg.to_toml())?;
@@ -86,6 +98,7 @@ impl BackendVisitor for TrainJob {
                 seconds,
                 steps: iters,
                 backend: backend.clone(),
+                ply: ply.as_ref(),
             },
         )?;
         let first = records.first().map_or(f32::NAN, |r| r.loss);

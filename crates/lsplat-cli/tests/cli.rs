@@ -11,18 +11,37 @@ fn train_smoke_writes_the_run_directory() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let o = bin()
-        .args(["train", "--set", "train.iterations=50", "--set", "log.every=10", "--out"])
+        .args([
+            "train",
+            "--set",
+            "train.iterations=50",
+            "--set",
+            "log.every=10",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "stderr: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(stdout.contains("recovered-feature similarity"), "{stdout}");
-    for f in ["config.toml", "features.npy", "metrics.jsonl", "summary.json"] {
+    for f in [
+        "config.toml",
+        "features.npy",
+        "metrics.jsonl",
+        "summary.json",
+    ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
     let cfg = std::fs::read_to_string(out.join("config.toml")).unwrap();
-    assert!(cfg.contains("iterations = 50"), "resolved config recorded: {cfg}");
+    assert!(
+        cfg.contains("iterations = 50"),
+        "resolved config recorded: {cfg}"
+    );
     let metrics = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
     assert_eq!(metrics.lines().count(), 50, "one metrics line per step");
     let summary: serde_json::Value =
@@ -31,20 +50,36 @@ fn train_smoke_writes_the_run_directory() {
     let npy = std::fs::read(out.join("features.npy")).unwrap();
     assert_eq!(&npy[..6], b"\x93NUMPY");
     // No temporary files are left behind.
-    assert!(std::fs::read_dir(&out).unwrap().all(|e| !e.unwrap().file_name().to_string_lossy().ends_with(".tmp")));
+    assert!(
+        std::fs::read_dir(&out).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".tmp"))
+    );
 }
 
 #[test]
 fn bad_overrides_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let o = bin().args(["train", "--set", "train.iterationz=5", "--out"]).arg(&out).output().unwrap();
+    let o = bin()
+        .args(["train", "--set", "train.iterationz=5", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("unknown configuration key `train.iterationz`"), "{err}");
+    assert!(
+        err.contains("unknown configuration key `train.iterationz`"),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
     assert!(!out.exists(), "nothing is written for a bad configuration");
-    let o = bin().args(["train", "--set", "device.backend=hip"]).output().unwrap();
+    let o = bin()
+        .args(["train", "--set", "device.backend=hip"])
+        .output()
+        .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not compiled in"));
 }
@@ -52,7 +87,18 @@ fn bad_overrides_fail_cleanly() {
 #[test]
 fn bench_prints_one_json_line() {
     let o = bin()
-        .args(["bench", "--iters", "5", "--warmup", "1", "--json", "--set", "demo.cameras=4", "--set", "demo.gaussians=500"])
+        .args([
+            "bench",
+            "--iters",
+            "5",
+            "--warmup",
+            "1",
+            "--json",
+            "--set",
+            "demo.cameras=4",
+            "--set",
+            "demo.gaussians=500",
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -76,4 +122,49 @@ fn help_documents_every_option() {
     for opt in ["--iters", "--warmup", "--json", "--set"] {
         assert!(h.contains(opt), "{opt} undocumented: {h}");
     }
+}
+
+#[test]
+fn example_scenes_parse_and_missing_files_are_named() {
+    let scenes = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenes");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&scenes).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let cfg =
+            lsplat_core::Config::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        cfg.validate().unwrap();
+        n += 1;
+        if cfg.scene.is_demo() {
+            continue;
+        }
+        // The templates' files do not exist here: a clear error, no panic, no output.
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run");
+        let o = bin()
+            .args(["train", "--scene"])
+            .arg(&path)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("error:") && !err.contains("panicked"), "{err}");
+        assert!(!out.exists());
+    }
+    assert!(n >= 4, "one example per camera format plus the demo");
+}
+
+#[test]
+fn unknown_scene_key_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.toml");
+    std::fs::write(&p, "[scene]\nsplats = \"a.ply\"\nspalts = \"b.ply\"\n").unwrap();
+    let o = bin().args(["train", "--scene"]).arg(&p).output().unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("s.toml") && err.contains("spalts"), "{err}");
 }

@@ -48,9 +48,21 @@ impl CpuGeometry {
 pub fn covariance(q: &[f32; 4], log_scale: &[f32; 3]) -> [f64; 6] {
     let [w, x, y, z] = q.map(f64::from);
     let r = [
-        [1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y - w * z), 2.0 * (x * z + w * y)],
-        [2.0 * (x * y + w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - w * x)],
-        [2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y)],
+        [
+            1.0 - 2.0 * (y * y + z * z),
+            2.0 * (x * y - w * z),
+            2.0 * (x * z + w * y),
+        ],
+        [
+            2.0 * (x * y + w * z),
+            1.0 - 2.0 * (x * x + z * z),
+            2.0 * (y * z - w * x),
+        ],
+        [
+            2.0 * (x * z - w * y),
+            2.0 * (y * z + w * x),
+            1.0 - 2.0 * (x * x + y * y),
+        ],
     ];
     let s = log_scale.map(|v| f64::from(v).exp());
     // M = R·S, Σ = M·Mᵀ.
@@ -159,7 +171,10 @@ pub fn project_one(
     let lim_yn = cy / fy + guard * 0.5 * h / fy;
     let tx = z * (pc[0] / z).clamp(-lim_xn, lim_xp);
     let ty = z * (pc[1] / z).clamp(-lim_yn, lim_yp);
-    let j = [[fx / z, 0.0, -fx * tx / (z * z)], [0.0, fy / z, -fy * ty / (z * z)]];
+    let j = [
+        [fx / z, 0.0, -fx * tx / (z * z)],
+        [0.0, fy / z, -fy * ty / (z * z)],
+    ];
     let mut jt = [[0f64; 3]; 2];
     for i in 0..2 {
         for k in 0..3 {
@@ -175,7 +190,9 @@ pub fn project_one(
         return None;
     }
     let inv = 1.0 / det;
-    let extent = (2.0 * (opacity / ALPHA_THRESHOLD).ln()).sqrt().min(EXTENT_SIGMA) as f64;
+    let extent = (2.0 * (opacity / ALPHA_THRESHOLD).ln())
+        .sqrt()
+        .min(EXTENT_SIGMA) as f64;
     let radius = [(extent * a.sqrt()).ceil(), (extent * c.sqrt()).ceil()];
     Some(Splat2d {
         xy: [fx * pc[0] / z + cx, fy * pc[1] / z + cy],

@@ -14,7 +14,9 @@ pub mod labels;
 pub mod langsplat;
 pub mod npy;
 pub mod npz;
+pub mod output;
 pub mod ply;
+pub mod scene;
 #[cfg(test)]
 pub(crate) mod testdata;
 

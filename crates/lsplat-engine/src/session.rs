@@ -89,8 +89,17 @@ impl<B: Backend> Session<B> {
                 scratch: Scratch::default(),
             });
         }
+        let x = if config.train.init_std > 0.0 {
+            let mut rng = lsplat_core::Rng::new(config.train.seed ^ 0x1a17);
+            let init: Vec<f32> = (0..n * c)
+                .map(|_| config.train.init_std * rng.normal())
+                .collect();
+            dev.upload(&init)?
+        } else {
+            dev.alloc(n * c)?
+        };
         let params = FeatureParams::<B> {
-            x: dev.alloc(n * c)?,
+            x,
             rendered: dev.alloc(n * c)?,
             channels: c,
         };

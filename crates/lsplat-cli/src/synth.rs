@@ -1,0 +1,370 @@
+//! `lsplat-engine synth`: a LangSplat-layout dataset for any splat, without CLIP or SAM.
+//!
+//! The Gaussians are clustered hierarchically by position (level 3: K objects,
+//! level 2: each object halved, level 1: each half halved), each segment gets a random
+//! unit feature, and every camera's segmentation maps are rendered: a pixel carries a
+//! segment's mask where the splat is opaque (Σw ≥ 0.95) and that segment holds at
+//! least 90% of the pixel's weight, so a trained model can reproduce the targets. The files are written as LangSplat writes them:
+//! `<stem>_f.npy` (float32 `[rows, D]`, rows grouped default|s|m|l) and `<stem>_s.npy`
+//! (float32 `[4, H, W]`, −1 or a global row).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use glam::Vec3;
+use lsplat_core::{Camera, Rng, TileGrid};
+use lsplat_cpu::CpuBackend;
+use lsplat_data::io::{write_bytes_atomic, write_npy_f32};
+use lsplat_device::{Backend, CameraParams, PixelSet};
+
+/// Options of `synth`.
+#[derive(clap::Args, Debug)]
+pub struct SynthArgs {
+    /// Input splats (3DGS PLY, Inria layout).
+    #[arg(long)]
+    pub splats: PathBuf,
+    /// Cameras (cameras.json, COLMAP sparse folder or transforms.json). Without it,
+    /// `--orbit` cameras are made and written to `<out>/cameras.json`.
+    #[arg(long)]
+    pub cameras: Option<PathBuf>,
+    /// Number of orbit cameras (when no --cameras is given).
+    #[arg(long, default_value_t = 50)]
+    pub orbit: u32,
+    /// Orbit image width.
+    #[arg(long, default_value_t = 640)]
+    pub width: u32,
+    /// Orbit image height.
+    #[arg(long, default_value_t = 480)]
+    pub height: u32,
+    /// The splat's up axis, for the orbit: x, y, z, -x, -y or -z.
+    #[arg(long, default_value = "-y")]
+    pub up: String,
+    /// Objects (segments at level 3); levels 2 and 1 have 2× and 4× as many.
+    #[arg(long, default_value_t = 6)]
+    pub objects: usize,
+    /// Feature dimension (3 = LangSplat V1 autoencoded codes, 512 = CLIP).
+    #[arg(long, default_value_t = 3)]
+    pub dim: usize,
+    /// Seed of the clustering and the features.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Output folder: `language_features/`, `cameras.json` (orbit), `scene.toml`.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Runs `synth`.
+pub fn run(args: SynthArgs) -> Result<()> {
+    if args.dim == 0 || args.objects == 0 {
+        bail!("--dim and --objects must be at least 1");
+    }
+    let ply = lsplat_data::ply::read_ply(&args.splats)?;
+    let g = &ply.gaussians;
+    let cameras = match &args.cameras {
+        Some(p) => lsplat_data::cameras::load_cameras(p)?
+            .into_iter()
+            .map(|c| {
+                let (w, h) = lsplat_core::camera::langsplat_resolution(c.width, c.height, 1080);
+                c.rescaled(w, h)
+            })
+            .collect(),
+        None => orbit(g, &args)?,
+    };
+    let feat_dir = args.out.join("language_features");
+    std::fs::create_dir_all(&feat_dir)
+        .with_context(|| format!("creating {}", feat_dir.display()))?;
+    let levels = segment(g, args.objects, args.seed);
+    let mut rng = Rng::new(args.seed ^ 0xfea7);
+    let counts = [
+        args.objects,
+        4 * args.objects,
+        2 * args.objects,
+        args.objects,
+    ];
+    let unit = |rng: &mut Rng| {
+        let v: Vec<f32> = (0..args.dim).map(|_| rng.normal()).collect();
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        v.into_iter().map(|x| x / n).collect::<Vec<f32>>()
+    };
+    // Rows: default (= level 3's segments) | s | m | l.
+    let level_rows: Vec<Vec<Vec<f32>>> = (1..4)
+        .map(|l| (0..counts[l]).map(|_| unit(&mut rng)).collect())
+        .collect();
+    let mut table: Vec<f32> = level_rows[2].concat();
+    for rows in &level_rows {
+        table.extend(rows.concat());
+    }
+    let offsets = [
+        0,
+        counts[0],
+        counts[0] + counts[1],
+        counts[0] + counts[1] + counts[2],
+    ];
+    let dev = CpuBackend::new(0);
+    let geom = dev.upload_geometry(g)?;
+    let mut valid = [0u64; 4];
+    let mut pixels = 0u64;
+    for cam in &cameras {
+        let maps = render_segments(&dev, &geom, cam, &levels)?;
+        let hw = cam.pixel_count();
+        let mut s = vec![-1f32; 4 * hw];
+        for (l, map) in maps.iter().enumerate() {
+            // Level 0 (default) repeats level 3's masks with its own rows.
+            for (k, target) in [(l + 1, offsets[l + 1]), (0, offsets[0])] {
+                if k == 0 && l != 2 {
+                    continue;
+                }
+                for (p, &seg) in map.iter().enumerate() {
+                    if seg >= 0 {
+                        s[k * hw + p] = (target + seg as usize) as f32;
+                    }
+                }
+            }
+        }
+        for (l, v) in valid.iter_mut().enumerate() {
+            *v += s[l * hw..(l + 1) * hw]
+                .iter()
+                .filter(|&&x| x >= 0.0)
+                .count() as u64;
+        }
+        pixels += hw as u64;
+        write_npy_f32(
+            &feat_dir.join(format!("{}_f.npy", cam.name)),
+            &[table.len() / args.dim, args.dim],
+            &table,
+        )?;
+        write_npy_f32(
+            &feat_dir.join(format!("{}_s.npy", cam.name)),
+            &[4, cam.height as usize, cam.width as usize],
+            &s,
+        )?;
+    }
+    let cams_path = match &args.cameras {
+        Some(p) => absolute(p)?,
+        None => args.out.join("cameras.json"),
+    };
+    let scene = format!(
+        "# Made by `lsplat-engine synth`. Import the features first:\n\
+         #   lsplat-engine import langsplat --source {feat} --out {ds}\n\
+         [scene]\nsplats = {splats:?}\ncameras = {cams:?}\ndataset = \"dataset\"\nlevel = 1\n",
+        feat = feat_dir.display(),
+        ds = args.out.join("dataset").display(),
+        splats = absolute(&args.splats)?.display().to_string(),
+        cams = cams_path.display().to_string(),
+    );
+    write_bytes_atomic(&args.out.join("scene.toml"), scene.as_bytes())?;
+    println!(
+        "synth: {} cameras, {} Gaussians, {} objects; valid pixels per level (default, s, m, l): {}",
+        cameras.len(),
+        g.len(),
+        args.objects,
+        valid
+            .iter()
+            .map(|v| format!("{:.1}%", 100.0 * *v as f64 / pixels.max(1) as f64))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!("wrote {}", args.out.display());
+    Ok(())
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    std::path::absolute(p).with_context(|| format!("resolving {}", p.display()))
+}
+
+/// Orbit cameras around the splat (written to `<out>/cameras.json`).
+fn orbit(g: &lsplat_core::Gaussians, args: &SynthArgs) -> Result<Vec<Camera>> {
+    let axis = match args.up.trim_start_matches('-') {
+        "x" => 0,
+        "y" => 1,
+        "z" => 2,
+        other => bail!("--up {other}: expected x, y, z, -x, -y or -z"),
+    };
+    let mut up = Vec3::ZERO;
+    up[axis] = if args.up.starts_with('-') { -1.0 } else { 1.0 };
+    let e1 = Vec3::from({
+        let mut e = [0.0; 3];
+        e[(axis + 1) % 3] = 1.0;
+        e
+    });
+    let e2 = up.cross(e1);
+    let pts: Vec<Vec3> = g.means.iter().map(|m| Vec3::from(*m)).collect();
+    let mut centre = Vec3::ZERO;
+    for k in 0..3 {
+        let mut v: Vec<f32> = pts.iter().map(|p| p[k]).collect();
+        v.sort_by(f32::total_cmp);
+        centre[k] = v[v.len() / 2];
+    }
+    let mut d: Vec<f32> = pts.iter().map(|p| (*p - centre).length()).collect();
+    d.sort_by(f32::total_cmp);
+    let radius = d[(d.len() * 95 / 100).min(d.len() - 1)] * 1.5;
+    let el = 25f32.to_radians();
+    let mut cams = Vec::new();
+    let mut json = Vec::new();
+    for c in 0..args.orbit {
+        let az = std::f32::consts::TAU * c as f32 / args.orbit as f32;
+        let eye =
+            centre + radius * (az.cos() * el.cos() * e1 + az.sin() * el.cos() * e2 + el.sin() * up);
+        let cam = Camera::look_at(
+            format!("frame_{:05}", c + 1),
+            (args.width, args.height),
+            0.9,
+            eye,
+            centre,
+            up,
+        );
+        let r = cam.rotation.transpose();
+        let rows: Vec<[f32; 3]> = (0..3)
+            .map(|i| [r.x_axis[i], r.y_axis[i], r.z_axis[i]])
+            .collect();
+        json.push(serde_json::json!({
+            "id": c, "img_name": cam.name, "width": cam.width, "height": cam.height,
+            "position": eye.to_array(), "rotation": rows, "fx": cam.fx, "fy": cam.fy,
+        }));
+        cams.push(cam);
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    write_bytes_atomic(
+        &args.out.join("cameras.json"),
+        serde_json::to_string_pretty(&json)?.as_bytes(),
+    )?;
+    Ok(cams)
+}
+
+/// Hierarchical k-means on positions: `[level1 (4K), level2 (2K), level3 (K)]` segment
+/// of every Gaussian.
+fn segment(g: &lsplat_core::Gaussians, k: usize, seed: u64) -> [Vec<u32>; 3] {
+    let pts: Vec<Vec3> = g.means.iter().map(|m| Vec3::from(*m)).collect();
+    let all: Vec<usize> = (0..pts.len()).collect();
+    let mut rng = Rng::new(seed);
+    let l3 = kmeans(&pts, &all, k, &mut rng);
+    let split = |parent: &[u32], n_parent: usize, rng: &mut Rng| {
+        let mut out = vec![0u32; pts.len()];
+        for p in 0..n_parent {
+            let members: Vec<usize> = (0..pts.len()).filter(|&i| parent[i] == p as u32).collect();
+            let sub = kmeans(&pts, &members, 2, rng);
+            for (&i, &s) in members.iter().zip(&sub) {
+                out[i] = 2 * p as u32 + s;
+            }
+        }
+        out
+    };
+    let l3_full = {
+        let mut v = vec![0u32; pts.len()];
+        for (i, &s) in all.iter().zip(&l3) {
+            v[*i] = s;
+        }
+        v
+    };
+    let l2 = split(&l3_full, k, &mut rng);
+    let l1 = split(&l2, 2 * k, &mut rng);
+    [l1, l2, l3_full]
+}
+
+/// Lloyd's k-means (k-means++ seeding, 12 iterations) on `pts[members]`; returns the
+/// cluster of each member.
+fn kmeans(pts: &[Vec3], members: &[usize], k: usize, rng: &mut Rng) -> Vec<u32> {
+    if members.is_empty() {
+        return Vec::new();
+    }
+    let k = k.min(members.len()).max(1);
+    let mut centres = vec![pts[members[rng.below(members.len() as u64) as usize]]];
+    while centres.len() < k {
+        let d: Vec<f64> = members
+            .iter()
+            .map(|&i| {
+                centres
+                    .iter()
+                    .map(|c| (pts[i] - *c).length_squared() as f64)
+                    .fold(f64::MAX, f64::min)
+            })
+            .collect();
+        let total: f64 = d.iter().sum();
+        let mut t = rng.f64() * total;
+        let mut pick = members.len() - 1;
+        for (j, dj) in d.iter().enumerate() {
+            t -= dj;
+            if t <= 0.0 {
+                pick = j;
+                break;
+            }
+        }
+        centres.push(pts[members[pick]]);
+    }
+    let mut assign = vec![0u32; members.len()];
+    for _ in 0..12 {
+        for (a, &i) in assign.iter_mut().zip(members) {
+            *a = (0..k)
+                .min_by(|&x, &y| {
+                    (pts[i] - centres[x])
+                        .length_squared()
+                        .total_cmp(&(pts[i] - centres[y]).length_squared())
+                })
+                .unwrap_or(0) as u32;
+        }
+        let mut sums = vec![(Vec3::ZERO, 0usize); k];
+        for (&a, &i) in assign.iter().zip(members) {
+            sums[a as usize].0 += pts[i];
+            sums[a as usize].1 += 1;
+        }
+        for (c, (s, n)) in centres.iter_mut().zip(sums) {
+            if n > 0 {
+                *c = s / n as f32;
+            }
+        }
+    }
+    assign
+}
+
+/// Renders the segment maps of the three levels (`-1` = no mask), row-major.
+fn render_segments(
+    dev: &CpuBackend,
+    geom: &<CpuBackend as Backend>::Geometry,
+    cam: &Camera,
+    levels: &[Vec<u32>; 3],
+) -> Result<[Vec<i32>; 3]> {
+    let grid = TileGrid::new(16, cam.width, cam.height);
+    let mut proj = Default::default();
+    let mut bins = Default::default();
+    dev.project(geom, &CameraParams::new(cam, 0.01, 1e10), grid, &mut proj)?;
+    dev.bin_and_sort(&proj, grid, &mut bins)?;
+    let set = PixelSet::full(dev, grid)?;
+    let n = levels[0].len();
+    let op = dev.build_operator(
+        &proj,
+        &bins,
+        &set,
+        n,
+        lsplat_core::config::WeightPrecision::F32,
+    )?;
+    let mut maps = [
+        vec![-1i32; grid.pixel_count()],
+        vec![-1i32; grid.pixel_count()],
+        vec![-1i32; grid.pixel_count()],
+    ];
+    let mut acc: Vec<(u32, f32)> = Vec::new();
+    for (r, &p) in set.pixels.iter().enumerate() {
+        let row = op.row(r);
+        let total: f32 = row.iter().map(|e| e.1).sum();
+        if total < 0.95 {
+            continue;
+        }
+        for (l, seg) in levels.iter().enumerate() {
+            acc.clear();
+            for &(g, w) in &row {
+                let s = seg[g as usize];
+                match acc.iter_mut().find(|e| e.0 == s) {
+                    Some(e) => e.1 += w,
+                    None => acc.push((s, w)),
+                }
+            }
+            if let Some(best) = acc.iter().max_by(|a, b| a.1.total_cmp(&b.1))
+                && best.1 >= 0.9 * total
+            {
+                maps[l][p as usize] = best.0 as i32;
+            }
+        }
+    }
+    Ok(maps)
+}

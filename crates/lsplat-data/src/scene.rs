@@ -1,0 +1,65 @@
+//! Loading a training scene from the files a scene configuration names.
+
+use std::path::Path;
+
+use lsplat_core::config::SceneConfig;
+
+use crate::{DataError, SceneData};
+
+/// The splats, cameras and per-image labels of the scene, plus the PLY as read
+/// (colours and extra properties, for writing the output PLY).
+pub struct LoadedScene {
+    /// Training data.
+    pub data: SceneData,
+    /// The input PLY.
+    pub ply: crate::ply::SplatPly,
+}
+
+fn required<'a>(p: &'a Option<std::path::PathBuf>, key: &str) -> Result<&'a Path, DataError> {
+    p.as_deref().ok_or_else(|| {
+        DataError::Scene(format!(
+            "`scene.{key}` is required when any scene file is given"
+        ))
+    })
+}
+
+/// Loads the scene: the PLY, the cameras (any supported format), and the labels of
+/// `scene.level` from the dataset, matched to the cameras by image stem. A camera whose
+/// size differs from its labels' (a downscaled image set, LangSplat's height-1080
+/// rule) is rescaled to the labels' size, which is the training resolution.
+pub fn load_scene(scene: &SceneConfig) -> Result<LoadedScene, DataError> {
+    let splats = required(&scene.splats, "splats")?;
+    let cams_path = required(&scene.cameras, "cameras")?;
+    let dataset = required(&scene.dataset, "dataset")?;
+    let ply = crate::ply::read_ply(splats)?;
+    let mut cameras = crate::cameras::load_cameras(cams_path)?;
+    cameras.sort_by(|a, b| a.name.cmp(&b.name));
+    let names: Vec<String> = cameras.iter().map(|c| c.name.clone()).collect();
+    let labels = crate::dataset::load_dataset_labels(dataset, scene.level, &names)?;
+    for (cam, lab) in cameras.iter_mut().zip(&labels) {
+        if (cam.width, cam.height) == (lab.width, lab.height) {
+            continue;
+        }
+        let (ax, ay) = (
+            lab.width as f64 / cam.width as f64,
+            lab.height as f64 / cam.height as f64,
+        );
+        if (ax / ay - 1.0).abs() > 0.02 {
+            return Err(DataError::Labels {
+                image: lab.name.clone(),
+                problem: format!(
+                    "labels are {}x{} but camera `{}` is {}x{}: the aspect ratios differ",
+                    lab.width, lab.height, cam.name, cam.width, cam.height
+                ),
+            });
+        }
+        *cam = cam.rescaled(lab.width, lab.height);
+    }
+    let data = SceneData {
+        gaussians: ply.gaussians.clone(),
+        cameras,
+        labels,
+    };
+    data.validate()?;
+    Ok(LoadedScene { data, ply })
+}
