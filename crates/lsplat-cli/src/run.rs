@@ -34,6 +34,28 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + (m <= 2) as i64, m, d)
 }
 
+/// Resident set size of this process (Linux), read from `/proc/self/status`.
+pub fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|kib| kib * 1024)
+}
+
+/// Peak resident set size of this process (Linux).
+pub fn peak_resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|kib| kib * 1024)
+}
+
 /// Creates the run directory.
 pub fn create(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)
@@ -64,6 +86,10 @@ pub struct Outputs<'a> {
     pub steps: u64,
     /// Backend description.
     pub backend: String,
+    /// Cache counters at the end of each logging window.
+    pub cache_reports: &'a [(u64, lsplat_engine::resources::CacheStats)],
+    /// Resident memory of the process at the end of each logging window.
+    pub rss: &'a [(u64, Option<u64>)],
     /// The input PLY, written back with the features (file scenes).
     pub ply: Option<&'a lsplat_data::ply::SplatPly>,
 }
@@ -87,8 +113,20 @@ pub fn write_outputs(dir: &Path, o: &Outputs<'_>) -> Result<()> {
         )?;
     }
     let mut metrics = String::new();
+    let mut reports = o.cache_reports.iter().peekable();
+    let mut rss = o.rss.iter().peekable();
     for r in o.records {
-        metrics.push_str(&serde_json::json!({"step": r.step, "loss": r.loss}).to_string());
+        let mut line = serde_json::json!({"step": r.step, "loss": r.loss});
+        if let Some((_, c)) = reports.next_if(|(s, _)| *s == r.step) {
+            line["cache_hits"] = c.hits.into();
+            line["cache_misses"] = c.misses.into();
+            line["cache_evictions"] = c.evictions.into();
+            line["cache_bytes"] = c.bytes.into();
+        }
+        if let Some((_, Some(bytes))) = rss.next_if(|(s, _)| *s == r.step) {
+            line["rss_bytes"] = (*bytes).into();
+        }
+        metrics.push_str(&line.to_string());
         metrics.push('\n');
     }
     write_bytes_atomic(&dir.join("metrics.jsonl"), metrics.as_bytes())?;
@@ -104,6 +142,7 @@ pub fn write_outputs(dir: &Path, o: &Outputs<'_>) -> Result<()> {
         "gaussians": n,
         "channels": o.channels,
         "backend": o.backend,
+        "peak_rss_bytes": peak_resident_bytes(),
     });
     write_bytes_atomic(
         &dir.join("summary.json"),

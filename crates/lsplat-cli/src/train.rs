@@ -72,6 +72,8 @@ impl BackendVisitor for TrainJob {
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         let mut records = Vec::new();
+        let mut cache_reports = Vec::new();
+        let mut rss = Vec::new();
         let t0 = Instant::now();
         for _ in 0..iters {
             session.step()?;
@@ -81,7 +83,11 @@ impl BackendVisitor for TrainJob {
                 bar.set_message(format!("loss {:.6}", last.loss));
                 tracing::debug!(step = last.step, loss = last.loss, "metrics");
             }
+            if let Some(last) = fresh.last() {
+                rss.push((last.step, run::resident_bytes()));
+            }
             records.extend(fresh);
+            cache_reports.extend(session.drain_cache_reports());
         }
         let seconds = t0.elapsed().as_secs_f64();
         bar.finish_and_clear();
@@ -99,6 +105,8 @@ impl BackendVisitor for TrainJob {
                 steps: iters,
                 backend: backend.clone(),
                 ply: ply.as_ref(),
+                cache_reports: &cache_reports,
+                rss: &rss,
             },
         )?;
         let first = records.first().map_or(f32::NAN, |r| r.loss);

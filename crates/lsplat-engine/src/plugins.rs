@@ -149,5 +149,13 @@ impl<B: Backend> Plugin for MetricsPlugin<B> {
                 .run_if(log::log_due::<B>)
                 .before(log::advance_step),
         );
+        if engine.world.contains_resource::<CacheStats>() {
+            engine.add_systems(
+                TrainSystems::Log,
+                log::report_cache_stats
+                    .run_if(log::log_due::<B>)
+                    .before(log::advance_step),
+            );
+        }
     }
 }

@@ -112,6 +112,8 @@ pub struct CacheBudget {
 pub struct LogSink {
     /// Step and loss of every step read back.
     pub records: Vec<crate::StepRecord>,
+    /// Cache counters at the end of each logging window.
+    pub cache: Vec<(u64, CacheStats)>,
 }
 
 /// The first error a system hit during a step.

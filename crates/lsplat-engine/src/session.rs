@@ -198,6 +198,11 @@ impl<B: Backend> Session<B> {
         std::mem::take(&mut self.engine.world.resource_mut::<LogSink>().records)
     }
 
+    /// Takes the cache counters reported at the end of each logging window.
+    pub fn drain_cache_reports(&mut self) -> Vec<(u64, CacheStats)> {
+        std::mem::take(&mut self.engine.world.resource_mut::<LogSink>().cache)
+    }
+
     /// Cache counters.
     pub fn cache_stats(&self) -> CacheStats {
         *self.engine.world.resource::<CacheStats>()

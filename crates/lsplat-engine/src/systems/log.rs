@@ -4,7 +4,7 @@ use bevy_ecs::prelude::*;
 use lsplat_device::Backend;
 
 use crate::StepRecord;
-use crate::resources::{Dev, Fault, LogSink, Metrics, Step, TrainSettings};
+use crate::resources::{CacheStats, Dev, Fault, LogSink, Metrics, Step, TrainSettings};
 
 /// Run condition: this step closes a logging window (or is the last step).
 pub fn log_due<B: Backend>(
@@ -35,6 +35,19 @@ pub fn read_metrics<B: Backend>(
             loss: losses[(s - first) as usize],
         });
     }
+}
+
+/// Reports the cache counters (hits, misses, evictions, bytes) of the window.
+pub fn report_cache_stats(step: Res<Step>, stats: Res<CacheStats>, mut sink: ResMut<LogSink>) {
+    tracing::debug!(
+        step = step.0,
+        hits = stats.hits,
+        misses = stats.misses,
+        evictions = stats.evictions,
+        bytes = stats.bytes,
+        "raster caches"
+    );
+    sink.cache.push((step.0, *stats));
 }
 
 /// Advances the step counter (last system of the step).
