@@ -6,7 +6,6 @@
 #include "compat.h"
 
 #define LS_LOSS_THREADS 256
-#define LS_COS_EPS 1e-8f
 
 // kind: 0 = masked L1, 1 = cosine, 2 = L1 + cosine. l1_grad = weight/(C·H·W) and
 // cos_grad = weight·(1/(H·W)) as f32, computed on the host like the CPU backend.

@@ -198,7 +198,8 @@ pub enum CacheMode {
 pub enum WeightPrecision {
     /// 32-bit float (exact).
     F32,
-    /// IEEE half: relative error ≤ 2⁻¹¹ per weight.
+    /// IEEE half: error ≤ max(2⁻¹¹·w, 2⁻²⁵) per weight w (weights below 2⁻¹⁴ are
+    /// subnormal in f16 and keep an absolute error of at most 2⁻²⁵).
     F16,
     /// bfloat16: relative error ≤ 2⁻⁸ per weight.
     Bf16,

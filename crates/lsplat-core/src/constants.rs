@@ -19,6 +19,8 @@ pub const EXTENT_SIGMA: f32 = 3.33;
 pub const FOV_GUARD: f32 = 1.3;
 /// Epsilon of the LangSplat V1 per-Gaussian normalisation f = x / (|x| + eps).
 pub const NORM_EPS: f32 = 1e-9;
+/// Floor of |F|·|G| in the cosine loss (as PyTorch's `cosine_similarity`).
+pub const COS_EPS: f32 = 1e-8;
 /// Default near plane (camera z) below which Gaussians are culled.
 pub const DEFAULT_NEAR: f32 = 0.01;
 /// Default far plane.
@@ -37,6 +39,7 @@ pub fn kernel_defines() -> Vec<(&'static str, String)> {
         ("LS_EXTENT_SIGMA", float_literal(EXTENT_SIGMA)),
         ("LS_FOV_GUARD", float_literal(FOV_GUARD)),
         ("LS_NORM_EPS", float_literal(NORM_EPS)),
+        ("LS_COS_EPS", float_literal(COS_EPS)),
     ]
 }
 
@@ -62,6 +65,7 @@ mod tests {
                 "LS_EXTENT_SIGMA" => EXTENT_SIGMA,
                 "LS_FOV_GUARD" => FOV_GUARD,
                 "LS_NORM_EPS" => NORM_EPS,
+                "LS_COS_EPS" => COS_EPS,
                 other => panic!("unexpected define {other}"),
             };
             assert_eq!(parsed.to_bits(), expect.to_bits(), "{name} = {lit}");

@@ -1,6 +1,6 @@
 //! Per-element ops: V1 normalisation and its backward, losses, fused Adam.
 
-use lsplat_core::constants::NORM_EPS;
+use lsplat_core::constants::{COS_EPS, NORM_EPS};
 use lsplat_device::AdamParams;
 
 /// `out_i = x_i / (|x_i| + ε)` row by row.
@@ -67,8 +67,6 @@ pub fn masked_l1(
     sum * scale
 }
 
-/// Cosine similarity's epsilon on `|F|·|G|` (as in PyTorch).
-pub const COS_EPS: f32 = 1e-8;
 
 /// Σ_valid (1 − cos(F, G)) / (H·W); writes (or, with `add`, adds) `weight · ∂L/∂F`.
 pub fn cosine(
