@@ -61,9 +61,14 @@ impl Weight for f32 {
     }
 }
 impl Weight for f16 {
+    /// Branch-free widening for finite values (weights are finite): the 15 magnitude
+    /// bits shifted into an f32 and rescaled by 2¹¹² is exact for normal and subnormal
+    /// halves alike, and much faster than a conversion without F16C instructions.
     #[inline(always)]
     fn get(self) -> f32 {
-        self.to_f32()
+        let h = self.to_bits() as u32;
+        let magnitude = f32::from_bits((h & 0x7fff) << 13) * f32::from_bits(0x7780_0000);
+        f32::from_bits(magnitude.to_bits() | ((h & 0x8000) << 16))
     }
 }
 impl Weight for bf16 {
@@ -335,4 +340,24 @@ pub fn spmm_t(
         d_x,
         true,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_widening_is_exact_for_every_finite_half() {
+        for bits in 0..=u16::MAX {
+            let h = f16::from_bits(bits);
+            if !h.is_finite() {
+                continue;
+            }
+            assert_eq!(
+                Weight::get(h).to_bits(),
+                h.to_f32().to_bits(),
+                "bits {bits:#06x}"
+            );
+        }
+    }
 }

@@ -67,7 +67,6 @@ pub fn masked_l1(
     sum * scale
 }
 
-
 /// Σ_valid (1 − cos(F, G)) / (H·W); writes (or, with `add`, adds) `weight · ∂L/∂F`.
 pub fn cosine(
     f: &[f32],
