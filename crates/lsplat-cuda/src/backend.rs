@@ -24,6 +24,19 @@ fn check(op: &'static str, what: &str, got: usize, expected: usize) -> Result<()
     }
 }
 
+/// Per-pixel buffers may be longer than needed (sized for the largest camera); the
+/// kernels touch only the first `needed` elements.
+fn check_min(op: &'static str, what: &str, got: usize, needed: usize) -> Result<()> {
+    if got >= needed {
+        Ok(())
+    } else {
+        Err(DeviceError::shape(
+            op,
+            format!("{what} has {got} elements, needs at least {needed}"),
+        ))
+    }
+}
+
 impl Backend for CudaBackend {
     type Buf<T: Element> = CudaBuf<T>;
     type Geometry = CudaGeometry;
@@ -114,7 +127,7 @@ impl Backend for CudaBackend {
         check_channels("rasterize", channels)?;
         let (p, b) = parts("rasterize", proj, bins, set)?;
         check("rasterize", "features", features.len(), p.n * channels)?;
-        check("rasterize", "output", out.len(), set.len * channels)?;
+        check_min("rasterize", "output", out.len(), set.len * channels)?;
         raster::rasterize(&self.gpu, p, b, set, features, channels, out)
     }
 
@@ -129,7 +142,7 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         check_channels("rasterize_backward", channels)?;
         let (p, b) = parts("rasterize_backward", proj, bins, set)?;
-        check(
+        check_min(
             "rasterize_backward",
             "d_out",
             d_out.len(),
@@ -186,7 +199,7 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         check_channels("spmm", channels)?;
         check("spmm", "x", x.len(), op.cols * channels)?;
-        check("spmm", "output", out.len(), op.rows * channels)?;
+        check_min("spmm", "output", out.len(), op.rows * channels)?;
         operator::product(
             &self.gpu,
             &op.row_ptr,
@@ -207,7 +220,7 @@ impl Backend for CudaBackend {
         d_x: &mut CudaBuf<f32>,
     ) -> Result<()> {
         check_channels("spmm_t", channels)?;
-        check("spmm_t", "d_out", d_out.len(), op.rows * channels)?;
+        check_min("spmm_t", "d_out", d_out.len(), op.rows * channels)?;
         check("spmm_t", "d_x", d_x.len(), op.cols * channels)?;
         operator::product(
             &self.gpu,
@@ -253,8 +266,8 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         let (c, v) = (gt.channels, gt.pixels.len);
         check_channels("pixel_loss", c)?;
-        check("pixel_loss", "rendered", rendered.len(), v * c)?;
-        check("pixel_loss", "d_rendered", d_rendered.len(), v * c)?;
+        check_min("pixel_loss", "rendered", rendered.len(), v * c)?;
+        check_min("pixel_loss", "d_rendered", d_rendered.len(), v * c)?;
         check("pixel_loss", "mask", gt.mask.len(), v)?;
         check("pixel_loss", "table", gt.table.len(), gt.rows * c)?;
         if slot >= loss.len() {
