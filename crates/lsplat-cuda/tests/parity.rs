@@ -34,12 +34,28 @@ fn projection_and_bins_match() {
             .splats
             .iter()
             .flat_map(|p| {
+                // The CPU projects in f64; the GPU in f32 (ill-conditioned conics
+                // differ by more than f32 rounding, hence the tolerance and allowance).
                 [
-                    p.xy[0], p.xy[1], p.conic[0], p.conic[1], p.conic[2], p.opacity, p.depth, 0.0,
+                    p.xy[0] as f32,
+                    p.xy[1] as f32,
+                    p.conic[0] as f32,
+                    p.conic[1] as f32,
+                    p.conic[2] as f32,
+                    p.opacity,
+                    p.depth,
+                    0.0,
                 ]
             })
             .collect();
-        compare("splats", &splats, &cpu_splats, 1e-5, 1e-5, 0);
+        compare(
+            "splats",
+            &splats,
+            &cpu_splats,
+            1e-5,
+            1e-4,
+            allowed(splats.len()),
+        );
         let cpu_rects: Vec<u32> = pc.splats.iter().flat_map(|p| p.rect).collect();
         let rect_diff = rects.iter().zip(&cpu_rects).filter(|(a, b)| a != b).count();
         assert!(
@@ -52,7 +68,16 @@ fn projection_and_bins_match() {
         let (offsets, sorted) = bg.download(&gpu).unwrap();
         if rect_diff == 0 {
             assert_eq!(offsets, bc.tile_offsets, "tile offsets");
-            assert_eq!(sorted, bc.sorted, "sorted lists (tile, depth, id)");
+            // Depths agree to f32 rounding, so nearly tied splats may swap.
+            let moved = sorted
+                .iter()
+                .zip(&bc.sorted)
+                .filter(|(a, b)| a != b)
+                .count();
+            assert!(
+                moved <= allowed(sorted.len()),
+                "{moved} sorted entries differ (tile, depth, id)"
+            );
         }
         assert!(
             bc.len() > 1000,
