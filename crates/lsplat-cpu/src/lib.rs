@@ -17,6 +17,7 @@ use std::sync::Mutex;
 
 use lsplat_core::config::{LossKind, WeightPrecision};
 use lsplat_core::{Gaussians, TileGrid};
+use lsplat_device::check::{at_least as check_min, exact as check};
 use lsplat_device::{
     AdamParams, Backend, CameraParams, DeviceError, Element, GroundTruth, MemoryInfo,
     OperatorStats, PixelSet, Result,
@@ -53,28 +54,6 @@ impl CpuBackend {
 impl Default for CpuBackend {
     fn default() -> Self {
         CpuBackend::new(0)
-    }
-}
-
-fn check(op: &'static str, what: &str, got: usize, expected: usize) -> Result<()> {
-    if got == expected {
-        Ok(())
-    } else {
-        Err(DeviceError::shape(
-            op,
-            format!("{what} has {got} elements, expected {expected}"),
-        ))
-    }
-}
-
-fn check_min(op: &'static str, what: &str, got: usize, needed: usize) -> Result<()> {
-    if got >= needed {
-        Ok(())
-    } else {
-        Err(DeviceError::shape(
-            op,
-            format!("{what} has {got} elements, needs at least {needed}"),
-        ))
     }
 }
 

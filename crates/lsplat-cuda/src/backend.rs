@@ -2,6 +2,7 @@
 
 use lsplat_core::config::{LossKind, WeightPrecision};
 use lsplat_core::{Gaussians, TileGrid};
+use lsplat_device::check::{at_least as check_min, exact as check};
 use lsplat_device::{
     AdamParams, Backend, CameraParams, DeviceError, Element, GroundTruth, MemoryInfo,
     OperatorStats, PixelSet, Result,
@@ -12,30 +13,6 @@ use crate::geometry::{self, CudaBins, CudaGeometry, CudaProjection};
 use crate::operator::{self, CudaOperator};
 use crate::raster::{self, check_channels, parts};
 use crate::{CudaBackend, gpu, ops};
-
-fn check(op: &'static str, what: &str, got: usize, expected: usize) -> Result<()> {
-    if got == expected {
-        Ok(())
-    } else {
-        Err(DeviceError::shape(
-            op,
-            format!("{what} has {got} elements, expected {expected}"),
-        ))
-    }
-}
-
-/// Per-pixel buffers may be longer than needed (sized for the largest camera); the
-/// kernels touch only the first `needed` elements.
-fn check_min(op: &'static str, what: &str, got: usize, needed: usize) -> Result<()> {
-    if got >= needed {
-        Ok(())
-    } else {
-        Err(DeviceError::shape(
-            op,
-            format!("{what} has {got} elements, needs at least {needed}"),
-        ))
-    }
-}
 
 impl Backend for CudaBackend {
     type Buf<T: Element> = CudaBuf<T>;

@@ -10,6 +10,7 @@
 //! [`Backend::synchronize`] wait for the device, and the training step calls neither.
 
 mod backend;
+pub mod check;
 mod error;
 mod types;
 
