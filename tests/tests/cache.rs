@@ -408,13 +408,16 @@ fn cache_modes_agree_on_random_scenes() {
     let seed = fresh_seed("cache_modes_agree_on_random_scenes");
     // (gaussians, cameras, size, dim, extra settings)
     let cases: [(usize, usize, (u32, u32), usize, &[&str]); 3] = [
-        (600, 5, (64, 48), 3, &[]),
+        // A small random start: from zeros, LangSplat V1's normalisation freezes Adam
+        // for thousands of steps (see `train.init_std`), and 100 steps learn little.
+        (600, 5, (64, 48), 3, &["train.init_std=0.1"]),
         (
             500,
             4,
             (50, 40),
             5,
             &[
+                "train.init_std=0.1",
                 "render.tile_size=8",
                 "train.batch_size=2",
                 "train.loss=l1_cosine",
@@ -799,14 +802,12 @@ fn spmm_and_its_transpose_match_float64() {
     eprintln!("{subnormal_f16} f16 weights below 2^-14 (subnormal) were rounded");
 }
 
-/// `WeightPrecision::F16` documents "relative error ≤ 2⁻¹¹ per weight". That holds
-/// only for weights ≥ 2⁻¹⁴ (f16's smallest normal); weights α·T reach 1/255 · 1e-4
-/// ≈ 3.9e-7, where f16 is subnormal and the error is up to 2⁻²⁵ absolute (several
-/// percent relative). This test checks the documented bound as written.
+/// `WeightPrecision::F16` documents an error ≤ max(2⁻¹¹·w, 2⁻²⁵) per weight: relative
+/// for weights ≥ 2⁻¹⁴ (f16's smallest normal), absolute below, where weights α·T
+/// (down to 1/255 · 1e-4 ≈ 3.9e-7) are subnormal in f16.
 #[test]
-#[ignore = "known: f16 weights below 2^-14 are subnormal; see the report of issue 4"]
-fn f16_weights_meet_the_documented_relative_bound() {
-    let seed = fresh_seed("f16_weights_meet_the_documented_relative_bound");
+fn f16_weights_meet_the_documented_bound() {
+    let seed = fresh_seed("f16_weights_meet_the_documented_bound");
     let dev = CpuBackend::new(2);
     let (g, cam, _) = random_scene(seed, 800, 3, (80, 60));
     let grid = TileGrid::new(16, 80, 60);
@@ -823,21 +824,21 @@ fn f16_weights_meet_the_documented_relative_bound() {
     let half = dev
         .build_operator(&proj, &bins, &set, g.len(), WeightPrecision::F16)
         .unwrap();
-    let mut worst = (0f64, 0f64);
+    // The documented bound: max(2^-11·w, 2^-25) per weight.
+    let mut checked = 0;
     for r in 0..exact.rows {
         for (a, b) in exact.row(r).iter().zip(&half.row(r)) {
-            let rel = ((b.1 as f64 - a.1 as f64) / a.1 as f64).abs();
-            if rel > worst.0 {
-                worst = (rel, a.1 as f64);
-            }
+            let bound = (U_F16 * a.1 as f64).max(2f64.powi(-25));
+            assert!(
+                (b.1 as f64 - a.1 as f64).abs() <= bound,
+                "f16 weight {:e} stored as {:e}: error above max(2^-11 w, 2^-25)",
+                a.1,
+                b.1
+            );
+            checked += 1;
         }
     }
-    assert!(
-        worst.0 <= U_F16,
-        "f16 weight {:e} has relative error {:e} > 2^-11",
-        worst.1,
-        worst.0
-    );
+    assert!(checked > 1000);
 }
 
 // ---------------------------------------------------------------------------------
