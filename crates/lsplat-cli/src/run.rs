@@ -78,8 +78,8 @@ pub struct Outputs<'a> {
     pub channels: usize,
     /// Step losses.
     pub records: &'a [StepRecord],
-    /// Final evaluation.
-    pub eval: EvalReport,
+    /// Final evaluation (when `log.eval`).
+    pub eval: Option<EvalReport>,
     /// Wall seconds of the training loop.
     pub seconds: f64,
     /// Steps run.
@@ -136,9 +136,9 @@ pub fn write_outputs(dir: &Path, o: &Outputs<'_>) -> Result<()> {
         "it_per_s": o.steps as f64 / o.seconds.max(1e-9),
         "final_loss": o.records.last().map(|r| r.loss),
         "first_loss": o.records.first().map(|r| r.loss),
-        "eval_mean_cosine": o.eval.mean_cosine,
-        "eval_mean_l1": o.eval.mean_l1,
-        "eval_pixels": o.eval.pixels,
+        "eval_mean_cosine": o.eval.map(|e| e.mean_cosine),
+        "eval_mean_l1": o.eval.map(|e| e.mean_l1),
+        "eval_pixels": o.eval.map(|e| e.pixels),
         "gaussians": n,
         "channels": o.channels,
         "backend": o.backend,

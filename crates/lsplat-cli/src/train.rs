@@ -91,7 +91,11 @@ impl BackendVisitor for TrainJob {
         }
         let seconds = t0.elapsed().as_secs_f64();
         bar.finish_and_clear();
-        let eval = session.evaluate()?;
+        let eval = if cfg.log.eval {
+            Some(session.evaluate()?)
+        } else {
+            None
+        };
         let features = session.features()?;
         let stats = session.cache_stats();
         run::write_outputs(
@@ -119,10 +123,12 @@ impl BackendVisitor for TrainJob {
             "loss: first {first:.6}, final {last:.6} ({:.1}x lower)",
             first / last
         );
-        println!(
-            "recovered-feature similarity: mean cosine {:.4} over {} valid pixels",
-            eval.mean_cosine, eval.pixels
-        );
+        if let Some(eval) = eval {
+            println!(
+                "recovered-feature similarity: mean cosine {:.4} over {} valid pixels",
+                eval.mean_cosine, eval.pixels
+            );
+        }
         println!(
             "cache: {} hits, {} misses, {} evictions, {:.1} MB held",
             stats.hits,

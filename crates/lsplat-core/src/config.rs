@@ -247,6 +247,9 @@ pub struct LogConfig {
     pub every: u32,
     /// Show a progress bar on a terminal.
     pub progress: bool,
+    /// After training, render every camera's valid pixels and report how well the
+    /// targets are reproduced (mean cosine, L1). Costs one render per camera.
+    pub eval: bool,
 }
 
 impl Default for LogConfig {
@@ -254,6 +257,7 @@ impl Default for LogConfig {
         LogConfig {
             every: 100,
             progress: true,
+            eval: true,
         }
     }
 }
