@@ -139,9 +139,10 @@ pub fn run(args: SynthArgs) -> Result<()> {
             &s,
         )?;
     }
+    // Paths in scene.toml resolve against its own folder: the orbit cameras sit beside it.
     let cams_path = match &args.cameras {
         Some(p) => absolute(p)?,
-        None => args.out.join("cameras.json"),
+        None => PathBuf::from("cameras.json"),
     };
     let scene = format!(
         "# Made by `lsplat-engine synth`. Import the features first:\n\

@@ -24,6 +24,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
         gaussians = data.gaussians.len(),
         cameras = data.cameras.len(),
         channels = data.dim(),
+        rss_mb = run::resident_bytes().map_or(0, |b| b >> 20),
         "scene loaded{}",
         if cfg.scene.is_demo() {
             " (embedded demo)"
@@ -61,7 +62,13 @@ impl BackendVisitor for TrainJob {
         run::create(&out)?;
         run::write_config(&out, &cfg.to_toml())?;
         let mut session = Session::new(dev, &cfg, data)?;
-        info!(backend = %backend, out = %out.display(), cache = ?cfg.render.cache, "training");
+        info!(
+            backend = %backend,
+            out = %out.display(),
+            cache = ?cfg.render.cache,
+            rss_mb = run::resident_bytes().map_or(0, |b| b >> 20),
+            "training"
+        );
         let iters = cfg.train.iterations as u64;
         let bar = ProgressBar::with_draw_target(Some(iters), ProgressDrawTarget::stderr());
         if !cfg.log.progress {
@@ -113,20 +120,25 @@ impl BackendVisitor for TrainJob {
                 rss: &rss,
             },
         )?;
-        let first = records.first().map_or(f32::NAN, |r| r.loss);
-        let last = records.last().map_or(f32::NAN, |r| r.loss);
+        // Step losses are single batches: report window means.
+        let window = records.len().clamp(1, 100);
+        let mean = |r: &[lsplat_engine::StepRecord]| {
+            r.iter().map(|x| x.loss as f64).sum::<f64>() / r.len().max(1) as f64
+        };
+        let first = mean(&records[..window.min(records.len())]);
+        let last = mean(&records[records.len().saturating_sub(window)..]);
         println!(
             "trained {iters} steps in {seconds:.2} s ({:.0} it/s) on {backend}",
             iters as f64 / seconds.max(1e-9)
         );
         println!(
-            "loss: first {first:.6}, final {last:.6} ({:.1}x lower)",
+            "loss (mean of the first / last {window} steps): {first:.6} -> {last:.6} ({:.1}x lower)",
             first / last
         );
         if let Some(eval) = eval {
             println!(
-                "recovered-feature similarity: mean cosine {:.4} over {} valid pixels",
-                eval.mean_cosine, eval.pixels
+                "recovered-feature similarity: mean cosine {:.4} over {} valid pixels (all cameras; masked L1 {:.6})",
+                eval.mean_cosine, eval.pixels, eval.mean_l1
             );
         }
         println!(

@@ -3,11 +3,12 @@ use std::path::PathBuf;
 /// Errors of the data crate. Every variant names the file (or item) and the problem.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
-    /// An I/O error on a file.
-    #[error("{}: {source}", path.display())]
+    /// An I/O error on a file. (The error is part of the message, not a chained
+    /// source, so reports print it once.)
+    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A file's content is malformed.
     #[error("{}: {problem}", path.display())]
@@ -58,7 +59,7 @@ impl DataError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         DataError::Io {
             path: path.into(),
-            source,
+            error: source,
         }
     }
 }
