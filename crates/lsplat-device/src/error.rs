@@ -2,7 +2,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
     /// The backend was not compiled into this binary.
-    #[error("the `{backend}` backend is not compiled in (rebuild with `--features {backend}`)")]
+    #[error("the `{backend}` backend is not compiled in{}", build_hint(backend))]
     NotCompiled { backend: &'static str },
     /// The backend is compiled in but cannot be used here.
     #[error("the `{backend}` backend is unavailable: {reason}")]
@@ -25,6 +25,14 @@ pub enum DeviceError {
         backend: &'static str,
         message: String,
     },
+}
+
+fn build_hint(backend: &str) -> &'static str {
+    match backend {
+        "cuda" => " (build with `--features cuda`)",
+        "hip" => " (no HIP backend exists yet)",
+        _ => "",
+    }
 }
 
 impl DeviceError {
