@@ -28,20 +28,25 @@ use crate::channels::{MAX_CHANNELS, with_channels};
 use crate::operator::CpuOperator;
 use crate::pool::Workers;
 use crate::project::{CpuGeometry, CpuProjection};
-use crate::raster::Pixels;
+use crate::raster::{Pixels, TileScratch};
 
 /// The CPU device.
 pub struct CpuBackend {
     workers: Workers,
     scratch: Mutex<Vec<f32>>,
+    tiles: TileScratch,
 }
 
 impl CpuBackend {
     /// A backend with `threads` workers (0 = one per physical core).
     pub fn new(threads: usize) -> Self {
+        let workers = Workers::new(threads);
+        // tile_ranges splits into at most 8 tasks per worker.
+        let tiles = TileScratch::new(8 * workers.threads());
         CpuBackend {
-            workers: Workers::new(threads),
+            workers,
             scratch: Mutex::new(Vec::new()),
+            tiles,
         }
     }
 
@@ -195,7 +200,7 @@ impl Backend for CpuBackend {
         check_min("rasterize", "output", out.len(), set.len * channels)?;
         let px = pixels(set);
         let out = &mut out[..set.len * channels];
-        with_channels!(channels, ch => raster::rasterize(&self.workers, &projection.splats, bins, px, features, ch, out));
+        with_channels!(channels, ch => raster::rasterize(&self.workers, &self.tiles, &projection.splats, bins, px, features, ch, out));
         Ok(())
     }
 
@@ -225,7 +230,7 @@ impl Backend for CpuBackend {
         let px = pixels(set);
         let mut contrib = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         with_channels!(channels, ch => raster::rasterize_backward(
-            &self.workers, &projection.splats, bins, px, d_out, ch, &mut contrib, d_features));
+            &self.workers, &self.tiles, &projection.splats, bins, px, d_out, ch, &mut contrib, d_features));
         Ok(())
     }
 
@@ -246,6 +251,7 @@ impl Backend for CpuBackend {
         )?;
         operator::build(
             &self.workers,
+            &self.tiles,
             &projection.splats,
             bins,
             pixels(set),

@@ -9,7 +9,7 @@ use crate::bins::CpuBins;
 use crate::channels::{Channels, with_channels};
 use crate::pool::{Workers, balanced_ranges};
 use crate::project::ProjSplat;
-use crate::raster::{Pixels, centre, tile_ranges, walk_pixel};
+use crate::raster::{Pixels, TileScratch, centre, gather, tile_ranges, walk_pixel};
 
 /// Index storage, as narrow as the scene allows.
 #[derive(Clone, Debug)]
@@ -167,6 +167,7 @@ impl CpuOperator {
 /// Builds W for the pixel set with exactly the rasterizer's rules.
 pub fn build(
     workers: &Workers,
+    scratch: &TileScratch,
     splats: &[ProjSplat],
     bins: &CpuBins,
     px: Pixels<'_>,
@@ -178,12 +179,17 @@ pub fn build(
     let parts = workers.map_ranges(&ranges, |tiles| {
         let mut lens = Vec::new();
         let mut entries: Vec<(u32, f32)> = Vec::new();
+        let mut local = scratch.slot(&ranges, &tiles);
         for t in tiles {
             let list = bins.tile(t);
+            if offs[t] == offs[t + 1] {
+                continue;
+            }
+            gather(splats, list, &mut local);
             for i in offs[t] as usize..offs[t + 1] as usize {
                 let (cx, cy) = centre(px.pixels[i], px.width);
                 let before = entries.len();
-                walk_pixel(splats, list, cx, cy, |_, g, w| entries.push((g, w)));
+                walk_pixel(&local, list, cx, cy, |_, g, w| entries.push((g, w)));
                 lens.push((entries.len() - before) as u32);
             }
         }

@@ -1,5 +1,7 @@
 //! Direct compositing and its feature-only backward.
 
+use std::sync::{Mutex, MutexGuard};
+
 use lsplat_core::constants::{ALPHA_THRESHOLD, MAX_ALPHA, TRANSMITTANCE_STOP};
 
 use crate::bins::CpuBins;
@@ -20,18 +22,18 @@ pub struct Pixels<'a> {
 
 /// Walks the front-to-back list of one pixel with the rasterizer's rules and calls
 /// `visit(k, g, w)` for each contributing pair: `k` is the position in `list`, `g` the
-/// Gaussian, `w = α·T` its weight.
+/// Gaussian, `w = α·T` its weight. `local[k]` is the projected splat of `list[k]`
+/// (gathered once per tile by [`gather`], so the walk reads contiguous memory).
 #[inline(always)]
 pub fn walk_pixel(
-    splats: &[ProjSplat],
+    local: &[ProjSplat],
     list: &[u32],
     px: f64,
     py: f64,
     mut visit: impl FnMut(usize, u32, f32),
 ) {
     let mut t = 1.0f32;
-    for (k, &g) in list.iter().enumerate() {
-        let s = &splats[g as usize];
+    for (k, s) in local.iter().enumerate() {
         let dx = s.xy[0] - px;
         let dy = s.xy[1] - py;
         let sigma = 0.5 * (s.conic[0] * dx * dx + s.conic[2] * dy * dy) + s.conic[1] * dx * dy;
@@ -46,9 +48,37 @@ pub fn walk_pixel(
         if next_t <= TRANSMITTANCE_STOP {
             break;
         }
-        visit(k, g, alpha * t);
+        visit(k, list[k], alpha * t);
         t = next_t;
     }
+}
+
+/// Per-task scratch: each task of a tile-parallel op gathers its current tile's splats
+/// into its own buffer (allocated once, reused every step).
+pub struct TileScratch(Vec<Mutex<Vec<ProjSplat>>>);
+
+impl TileScratch {
+    /// Scratch for up to `tasks` concurrent tasks.
+    pub fn new(tasks: usize) -> Self {
+        TileScratch((0..tasks.max(1)).map(|_| Mutex::new(Vec::new())).collect())
+    }
+
+    /// The buffer of the task that handles `range` (its index among `ranges`).
+    pub fn slot(
+        &self,
+        ranges: &[std::ops::Range<usize>],
+        range: &std::ops::Range<usize>,
+    ) -> MutexGuard<'_, Vec<ProjSplat>> {
+        let i = ranges.partition_point(|r| r.start < range.start) % self.0.len();
+        self.0[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Copies the splats of `list` into `local`, in list order.
+#[inline]
+pub fn gather(splats: &[ProjSplat], list: &[u32], local: &mut Vec<ProjSplat>) {
+    local.clear();
+    local.extend(list.iter().map(|&g| splats[g as usize]));
 }
 
 /// Pixel centre of pixel index `p`.
@@ -81,6 +111,7 @@ pub fn tile_ranges(
 /// `out[i] = Σ w·x[g]` for every pixel `i` of the set.
 pub fn rasterize<C: Channels>(
     workers: &Workers,
+    scratch: &TileScratch,
     splats: &[ProjSplat],
     bins: &CpuBins,
     px: Pixels<'_>,
@@ -97,13 +128,18 @@ pub fn rasterize<C: Channels>(
         |t| offs[t] as usize * c,
         |tiles, chunk| {
             let base = offs[tiles.start] as usize;
+            let mut local = scratch.slot(&ranges, &tiles);
             for t in tiles {
                 let list = bins.tile(t);
+                if offs[t] == offs[t + 1] {
+                    continue;
+                }
+                gather(splats, list, &mut local);
                 for i in offs[t] as usize..offs[t + 1] as usize {
                     let (cx, cy) = centre(px.pixels[i], px.width);
                     let row = &mut chunk[(i - base) * c..(i - base + 1) * c];
                     let mut acc = C::zeros();
-                    walk_pixel(splats, list, cx, cy, |_, g, w| {
+                    walk_pixel(&local, list, cx, cy, |_, g, w| {
                         let xg = &x[g as usize * c..g as usize * c + c];
                         C::axpy(&mut acc, w, xg);
                     });
@@ -119,6 +155,7 @@ pub fn rasterize<C: Channels>(
 /// `bins.sorted`), then each Gaussian sums its intersections in a fixed order.
 pub fn rasterize_backward<C: Channels>(
     workers: &Workers,
+    scratch: &TileScratch,
     splats: &[ProjSplat],
     bins: &CpuBins,
     px: Pixels<'_>,
@@ -139,13 +176,18 @@ pub fn rasterize_backward<C: Channels>(
         |t| boffs[t] as usize * c,
         |tiles, chunk| {
             let base = boffs[tiles.start] as usize;
+            let mut local = scratch.slot(&ranges, &tiles);
             for t in tiles {
                 let list = bins.tile(t);
                 let start = boffs[t] as usize - base;
+                if offs[t] == offs[t + 1] {
+                    continue;
+                }
+                gather(splats, list, &mut local);
                 for i in offs[t] as usize..offs[t + 1] as usize {
                     let (cx, cy) = centre(px.pixels[i], px.width);
                     let d = &d_out[i * c..i * c + c];
-                    walk_pixel(splats, list, cx, cy, |k, _, w| {
+                    walk_pixel(&local, list, cx, cy, |k, _, w| {
                         let slot = &mut chunk[(start + k) * c..(start + k + 1) * c];
                         for (s, dv) in slot.iter_mut().zip(d) {
                             *s += w * dv;
