@@ -60,6 +60,30 @@ pub fn configure_phases(schedule: &mut Schedule) {
 
 /// Something that adds resources and systems to an [`Engine`]. A plain
 /// `fn(&mut Engine)` (or closure) is a plugin too.
+///
+/// ```
+/// use bevy_ecs::prelude::*;
+/// use lsplat_engine::resources::Step;
+/// use lsplat_engine::{Engine, Plugin, TrainSystems};
+///
+/// #[derive(Resource, Default)]
+/// struct Seen(u64);
+///
+/// struct CountSteps;
+///
+/// impl Plugin for CountSteps {
+///     fn build(self, engine: &mut Engine) {
+///         engine.insert_resource(Seen::default());
+///         engine.add_systems(TrainSystems::Log, |mut s: ResMut<Seen>| s.0 += 1);
+///     }
+/// }
+///
+/// let mut engine = Engine::new();
+/// engine.add_plugin(CountSteps).insert_resource(Step(0));
+/// engine.step().unwrap();
+/// engine.step().unwrap();
+/// assert_eq!(engine.world.resource::<Seen>().0, 2);
+/// ```
 pub trait Plugin: Sized {
     /// Adds the plugin's parts (consuming the plugin, which may own a device).
     fn build(self, engine: &mut Engine);
