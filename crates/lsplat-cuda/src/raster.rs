@@ -58,6 +58,42 @@ fn tile_launch(set: &PixelSet<CudaBackend>, chunks: usize) -> LaunchConfig {
     }
 }
 
+/// Launches one of the two tile-walk kernels of raster.cu, which share their
+/// signature: `(splats, bin_offsets, sorted, pixels, pix_offsets, width, input, output)`.
+fn launch_walk(
+    gpu: &Gpu,
+    name: &'static str,
+    p: &ProjData,
+    b: &BinsData,
+    set: &PixelSet<CudaBackend>,
+    input: &CudaBuf<f32>,
+    channels: usize,
+    output: &mut CudaBuf<f32>,
+    chunks: usize,
+) -> Result<(), DeviceError> {
+    let ts = set.grid.tile_size;
+    let f = gpu.function(Kernel::Raster, ts, channels as u32, name)?;
+    let width = set.grid.width;
+    let mut l = gpu.stream.launch_builder(&f);
+    l.arg(&p.splats.raw)
+        .arg(&b.tile_offsets.raw)
+        .arg(&b.sorted.raw)
+        .arg(&set.pixels.raw)
+        .arg(&set.tile_offsets.raw)
+        .arg(&width)
+        .arg(&input.raw)
+        .arg(&output.raw);
+    // SAFETY: `ls_rasterize(const float* splats, const u32* bin_offsets, const u32*
+    // sorted, const u32* pixels, const u32* pix_offsets, u32 width, const float* x,
+    // float* out)` and `ls_rasterize_backward(..., const float* d_out, float* d_x)`
+    // take exactly these arguments, compiled for this tile size and channel count;
+    // shapes were checked by the caller (x/d_x: N·C, out/d_out: pixels·C, offsets:
+    // tiles + 1).
+    unsafe { l.launch(tile_launch(set, chunks)) }.map_err(drv)?;
+    Ok(())
+}
+
+/// Direct compositing of `x` at the pixel set into `out`.
 pub(crate) fn rasterize(
     gpu: &Gpu,
     p: &ProjData,
@@ -67,26 +103,11 @@ pub(crate) fn rasterize(
     channels: usize,
     out: &mut CudaBuf<f32>,
 ) -> Result<(), DeviceError> {
-    let ts = set.grid.tile_size;
-    let f = gpu.function(Kernel::Raster, ts, channels as u32, "ls_rasterize")?;
-    let width = set.grid.width;
-    let mut l = gpu.stream.launch_builder(&f);
-    l.arg(&p.splats.raw)
-        .arg(&b.tile_offsets.raw)
-        .arg(&b.sorted.raw)
-        .arg(&set.pixels.raw)
-        .arg(&set.tile_offsets.raw)
-        .arg(&width)
-        .arg(&x.raw)
-        .arg(&out.raw);
-    // SAFETY: matches `ls_rasterize(const float* splats, const u32* bin_offsets, const
-    // u32* sorted, const u32* pixels, const u32* pix_offsets, u32 width, const float* x,
-    // float* out)` compiled for this tile size and channel count; shapes were checked
-    // by the caller (x: N·C, out: pixels·C, offsets: tiles + 1).
-    unsafe { l.launch(tile_launch(set, channels.div_ceil(CHUNK))) }.map_err(drv)?;
-    Ok(())
+    let chunks = channels.div_ceil(CHUNK);
+    launch_walk(gpu, "ls_rasterize", p, b, set, x, channels, out, chunks)
 }
 
+/// Feature-only backward: `d_x += Wᵀ·d_out`.
 pub(crate) fn rasterize_backward(
     gpu: &Gpu,
     p: &ProjData,
@@ -96,20 +117,15 @@ pub(crate) fn rasterize_backward(
     channels: usize,
     d_x: &mut CudaBuf<f32>,
 ) -> Result<(), DeviceError> {
-    let ts = set.grid.tile_size;
-    let f = gpu.function(Kernel::Raster, ts, channels as u32, "ls_rasterize_backward")?;
-    let width = set.grid.width;
-    let mut l = gpu.stream.launch_builder(&f);
-    l.arg(&p.splats.raw)
-        .arg(&b.tile_offsets.raw)
-        .arg(&b.sorted.raw)
-        .arg(&set.pixels.raw)
-        .arg(&set.tile_offsets.raw)
-        .arg(&width)
-        .arg(&d_out.raw)
-        .arg(&d_x.raw);
-    // SAFETY: matches `ls_rasterize_backward(..., const float* d_out, float* d_x)` with
-    // the same leading arguments as `ls_rasterize`; shapes checked by the caller.
-    unsafe { l.launch(tile_launch(set, 1)) }.map_err(drv)?;
-    Ok(())
+    launch_walk(
+        gpu,
+        "ls_rasterize_backward",
+        p,
+        b,
+        set,
+        d_out,
+        channels,
+        d_x,
+        1,
+    )
 }

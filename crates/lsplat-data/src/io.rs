@@ -47,27 +47,9 @@ pub fn write_npy_f32(path: &Path, shape: &[usize], data: &[f32]) -> Result<(), D
         data.len(),
         "npy shape does not match data"
     );
-    let dims = match shape {
-        [n] => format!("({n},)"),
-        _ => format!(
-            "({})",
-            shape
-                .iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {dims}, }}");
-    // Magic (6) + version (2) + header length (2) + header + '\n' is a multiple of 64.
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
+    let header = crate::npy::npy_header("<f4", shape);
     write_atomic(path, |w| {
-        w.write_all(b"\x93NUMPY\x01\x00")?;
-        w.write_all(&(header.len() as u16).to_le_bytes())?;
-        w.write_all(header.as_bytes())?;
+        w.write_all(&header)?;
         for v in data {
             w.write_all(&v.to_le_bytes())?;
         }

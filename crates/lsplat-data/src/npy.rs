@@ -197,9 +197,9 @@ fn value_of<'a>(text: &'a str, key: &str) -> Result<&'a str, String> {
     Ok(rest.trim_start())
 }
 
-/// Builds `.npy` bytes for a little-endian array of `descr` (`<f4`, `<f8`, `<i8`, …)
-/// from raw element bytes; for tests and tools.
-pub fn npy_bytes(descr: &str, shape: &[usize], raw: &[u8]) -> Vec<u8> {
+/// The `.npy` (version 1.0) header for a little-endian C-order array of `descr`
+/// (`<f4`, `<f8`, `<i8`, …) and `shape`: magic, length, dict, padded to 64 bytes.
+pub fn npy_header(descr: &str, shape: &[usize]) -> Vec<u8> {
     let dims = match shape {
         [n] => format!("({n},)"),
         _ => format!(
@@ -212,6 +212,7 @@ pub fn npy_bytes(descr: &str, shape: &[usize], raw: &[u8]) -> Vec<u8> {
         ),
     };
     let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
+    // Magic (6) + version (2) + header length (2) + header + '\n' is a multiple of 64.
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
     }
@@ -219,6 +220,13 @@ pub fn npy_bytes(descr: &str, shape: &[usize], raw: &[u8]) -> Vec<u8> {
     let mut out = b"\x93NUMPY\x01\x00".to_vec();
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
+    out
+}
+
+/// Builds `.npy` bytes for a little-endian array of `descr` from raw element bytes;
+/// for tests and tools.
+pub fn npy_bytes(descr: &str, shape: &[usize], raw: &[u8]) -> Vec<u8> {
+    let mut out = npy_header(descr, shape);
     out.extend_from_slice(raw);
     out
 }
