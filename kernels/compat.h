@@ -1,14 +1,19 @@
 // compat.h — the CUDA/HIP differences every lsplat kernel relies on.
 //
-// Kernels are compiled at run time (NVRTC or hiprtc) with the constants of
-// `lsplat_core::constants` passed as -D defines (LS_ALPHA_THRESHOLD, LS_MAX_ALPHA,
-// LS_TRANSMITTANCE_STOP, LS_EPS2D, LS_EXTENT_SIGMA, LS_FOV_GUARD, LS_NORM_EPS)
-// plus LS_TILE_SIZE and LS_CHANNELS. Nothing here hard-codes them.
+// Kernels are compiled at run time (NVRTC, hiprtc, or the simt runtime's C++ compiler)
+// with the constants of `lsplat_core::constants` passed as -D defines
+// (LS_ALPHA_THRESHOLD, LS_MAX_ALPHA, LS_TRANSMITTANCE_STOP, LS_EPS2D, LS_EXTENT_SIGMA,
+// LS_FOV_GUARD, LS_NORM_EPS) plus LS_TILE_SIZE and LS_CHANNELS, and the device's warp
+// size as LS_WARP_SIZE (the runtime reads it from the device: 32 on NVIDIA, 64 on CDNA,
+// 32 on RDNA). Nothing here hard-codes them.
 #pragma once
 
 #if !defined(LS_ALPHA_THRESHOLD) || !defined(LS_MAX_ALPHA) || \
     !defined(LS_TRANSMITTANCE_STOP) || !defined(LS_TILE_SIZE) || !defined(LS_CHANNELS)
 #error "lsplat kernels need the -D defines of lsplat_kernels::defines()"
+#endif
+#if !defined(LS_WARP_SIZE)
+#error "lsplat kernels need -DLS_WARP_SIZE=<the device's warp size>"
 #endif
 
 typedef unsigned int u32;
@@ -17,10 +22,8 @@ typedef unsigned long long u64;
 
 #if defined(__HIPCC__) || defined(__HIPCC_RTC__)
 // ---- HIP (wave64 on CDNA, wave32 on RDNA) -------------------------------
-#if defined(__AMDGCN_WAVEFRONT_SIZE)
-#define LS_WARP_SIZE __AMDGCN_WAVEFRONT_SIZE
-#else
-#define LS_WARP_SIZE 64
+#if LS_WARP_SIZE != 32 && LS_WARP_SIZE != 64
+#error "HIP wavefronts have 32 or 64 lanes"
 #endif
 typedef unsigned long long ls_lane_mask;
 #define LS_BALLOT(pred) ((ls_lane_mask)__ballot(pred))
@@ -29,7 +32,9 @@ typedef unsigned long long ls_lane_mask;
 #define LS_SHFL_UP(v, d) __shfl_up((v), (d))
 #else
 // ---- CUDA ---------------------------------------------------------------
-#define LS_WARP_SIZE 32
+#if LS_WARP_SIZE != 32
+#error "CUDA warps have 32 lanes"
+#endif
 typedef unsigned int ls_lane_mask;
 #define LS_BALLOT(pred) __ballot_sync(0xffffffffu, (pred))
 #define LS_POPC(mask) __popc(mask)

@@ -74,7 +74,12 @@ extern "C" __global__ void __launch_bounds__(LS_TILE_PIXELS)
       if (!s_used[j]) continue;
       float sum = 0.0f;
       const float* d = d_out + (u64)p0 * LS_CHANNELS + k;
-      for (u32 q = 0; q < np; q++) sum += s_w[j][q] * d[(u64)q * LS_CHANNELS];
+      // Only pixels that used the splat contribute (an Inf in another pixel's
+      // gradient must not become 0·Inf = NaN here; the CPU backend skips them too).
+      for (u32 q = 0; q < np; q++) {
+        const float w = s_w[j][q];
+        if (w != 0.0f) sum += w * d[(u64)q * LS_CHANNELS];
+      }
       ls_atomic_add(d_x + (u64)s.g[j] * LS_CHANNELS + k, sum);
     }
   }

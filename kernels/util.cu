@@ -61,6 +61,24 @@ extern "C" __global__ void ls_scan_add(u32* out, u32 n, const u32* block_offsets
     out[i] += block_offsets[i / LS_SCAN_BLOCK];
 }
 
+// total += Σ in[0..n) in 64 bits (one atomic per block), so a count that reaches 2³²
+// is detected on the host instead of wrapping in the 32-bit scan. Launch with
+// LS_SUM_THREADS threads per block.
+#define LS_SUM_THREADS 256
+extern "C" __global__ void __launch_bounds__(LS_SUM_THREADS)
+    ls_sum_u32(const u32* in, u32 n, u64* total) {
+  __shared__ u64 part[LS_SUM_THREADS];
+  u64 s = 0;
+  for (u64 i = ls_global_id(); i < n; i += ls_global_stride()) s += in[i];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (u32 d = LS_SUM_THREADS / 2; d > 0; d /= 2) {
+    if (threadIdx.x < d) part[threadIdx.x] += part[threadIdx.x + d];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && part[0] != 0) atomicAdd(total, part[0]);
+}
+
 // Offsets of the segments of sorted 64-bit keys (segment = key >> shift):
 // offsets[s] = first index with segment >= s, for s in 0..=segments. n >= 1.
 extern "C" __global__ void ls_segment_offsets(const u64* keys, u32 n, u32 shift, u32* offsets,

@@ -19,7 +19,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     // The bench runs as long as it is told, whatever the scene's iteration count.
     cfg.train.iterations = u32::MAX;
     let (data, _) = scene::load(&cfg)?;
-    let dev = Device::open(&cfg.device)?;
+    let dev = Device::open(&cfg.device, &cfg.simt)?;
     dev.visit(BenchJob { cfg, data, args })
 }
 

@@ -32,7 +32,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
             ""
         }
     );
-    let dev = Device::open(&cfg.device)?;
+    let dev = Device::open(&cfg.device, &cfg.simt)?;
     dev.visit(TrainJob {
         cfg,
         data,

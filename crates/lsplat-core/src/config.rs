@@ -23,6 +23,8 @@ pub struct Config {
     pub render: RenderConfig,
     /// Which backend runs the ops.
     pub device: DeviceConfig,
+    /// The CPU SIMT runtime of the GPU backend (`device.backend = "simt"`).
+    pub simt: SimtConfig,
     /// Logging and metrics.
     pub log: LogConfig,
 }
@@ -209,9 +211,10 @@ pub enum WeightPrecision {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DeviceConfig {
-    /// `cpu`, `cuda` or `hip`.
+    /// `cpu`, `cuda`, `hip` or `simt`.
     pub backend: BackendKind,
-    /// CPU worker threads; 0 = one per physical core.
+    /// CPU worker threads (the CPU backend, and the simt runtime's block runners);
+    /// 0 = one per physical core.
     pub threads: u32,
     /// GPU ordinal.
     pub ordinal: u32,
@@ -237,6 +240,42 @@ pub enum BackendKind {
     Cuda,
     /// AMD GPUs (feature `hip`).
     Hip,
+    /// The GPU backend on the CPU: the same kernels, run as fibers (always built).
+    Simt,
+}
+
+/// The simt runtime: the CPU executing the GPU kernels.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimtConfig {
+    /// Lanes per warp: 32 (CUDA semantics) or 64 (the HIP wave64 branch of compat.h).
+    pub warp: u32,
+    /// Order in which a block's threads run between synchronisation points.
+    pub schedule: SimtSchedule,
+    /// Seed of the random schedule.
+    pub seed: u64,
+}
+
+impl Default for SimtConfig {
+    fn default() -> Self {
+        SimtConfig {
+            warp: 32,
+            schedule: SimtSchedule::InOrder,
+            seed: 0,
+        }
+    }
+}
+
+/// Fiber order of the simt runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SimtSchedule {
+    /// Thread 0, 1, 2, …
+    InOrder,
+    /// The last thread first.
+    Reverse,
+    /// A seeded random permutation at every synchronisation point.
+    Random,
 }
 
 /// Logging and metrics.

@@ -30,7 +30,7 @@ pub enum DeviceError {
 fn build_hint(backend: &str) -> &'static str {
     match backend {
         "cuda" => " (build with `--features cuda`)",
-        "hip" => " (no HIP backend exists yet)",
+        "hip" => " (build with `--features hip`)",
         _ => "",
     }
 }

@@ -16,9 +16,14 @@ pub use lsplat_cpu::CpuBackend;
 pub use stub::StubBackend;
 
 #[cfg(feature = "cuda")]
-pub use lsplat_cuda::CudaBackend;
+pub use lsplat_gpu::CudaBackend;
+/// The GPU backend on the CPU SIMT runtime (always built).
+pub use lsplat_gpu::SimtBackend;
 /// The CUDA backend (not compiled in: every use reports so).
 #[cfg(not(feature = "cuda"))]
 pub type CudaBackend = StubBackend;
+#[cfg(feature = "hip")]
+pub use lsplat_gpu::HipBackend;
 /// The HIP backend (not compiled in: every use reports so).
+#[cfg(not(feature = "hip"))]
 pub type HipBackend = StubBackend;

@@ -1,4 +1,4 @@
-//! `impl Backend for CudaBackend`: shape checks, then the kernels of each module.
+//! `impl Backend for GpuBackend<R>`: shape checks, then the kernels of each module.
 
 use lsplat_core::config::{LossKind, WeightPrecision};
 use lsplat_core::{Gaussians, TileGrid};
@@ -8,65 +8,69 @@ use lsplat_device::{
     OperatorStats, PixelSet, Result,
 };
 
-use crate::buf::{self, CudaBuf};
-use crate::geometry::{self, CudaBins, CudaGeometry, CudaProjection};
-use crate::operator::{self, CudaOperator};
+use crate::buf::{self, GpuBuf};
+use crate::geometry::{self, GpuBins, GpuGeometry, GpuProjection};
+use crate::operator::{self, GpuOperator};
 use crate::raster::{self, check_channels, parts};
-use crate::{CudaBackend, gpu, ops};
+use crate::runtime::Runtime;
+use crate::{GpuBackend, ops};
 
-impl Backend for CudaBackend {
-    type Buf<T: Element> = CudaBuf<T>;
-    type Geometry = CudaGeometry;
-    type Projection = CudaProjection;
-    type Bins = CudaBins;
-    type Operator = CudaOperator;
+impl<R: Runtime> Backend for GpuBackend<R> {
+    type Buf<T: Element> = GpuBuf<R, T>;
+    type Geometry = GpuGeometry<R>;
+    type Projection = GpuProjection<R>;
+    type Bins = GpuBins<R>;
+    type Operator = GpuOperator<R>;
 
     fn describe(&self) -> String {
-        format!("cuda:{} {} ({})", self.ordinal, self.name, self.gpu.arch)
+        let rt = self.gpu.runtime();
+        format!(
+            "{}: {} ({}, warp {})",
+            R::NAME,
+            rt.device_name(),
+            rt.arch(),
+            rt.warp_size()
+        )
     }
 
-    fn alloc<T: Element>(&self, len: usize) -> Result<CudaBuf<T>> {
+    fn alloc<T: Element>(&self, len: usize) -> Result<GpuBuf<R, T>> {
         buf::alloc(&self.gpu, len)
     }
 
-    fn upload<T: Element>(&self, data: &[T]) -> Result<CudaBuf<T>> {
+    fn upload<T: Element>(&self, data: &[T]) -> Result<GpuBuf<R, T>> {
         buf::upload(&self.gpu, data)
     }
 
-    fn download<T: Element>(&self, b: &CudaBuf<T>) -> Result<Vec<T>> {
+    fn download<T: Element>(&self, b: &GpuBuf<R, T>) -> Result<Vec<T>> {
         buf::download(&self.gpu, b)
     }
 
-    fn buf_len<T: Element>(b: &CudaBuf<T>) -> usize {
+    fn buf_len<T: Element>(b: &GpuBuf<R, T>) -> usize {
         b.len()
     }
 
-    fn fill<T: Element>(&self, b: &mut CudaBuf<T>, value: T) -> Result<()> {
+    fn fill<T: Element>(&self, b: &mut GpuBuf<R, T>, value: T) -> Result<()> {
         buf::fill(&self.gpu, b, value)
     }
 
     fn synchronize(&self) -> Result<()> {
-        self.gpu.stream.synchronize().map_err(gpu::drv)
+        self.gpu.runtime().synchronize()
     }
 
     fn memory(&self) -> Option<MemoryInfo> {
-        let (free, total) = self.gpu.ctx.mem_get_info().ok()?;
-        Some(MemoryInfo {
-            free: free as u64,
-            total: total as u64,
-        })
+        self.gpu.runtime().memory()
     }
 
-    fn upload_geometry(&self, gaussians: &Gaussians) -> Result<CudaGeometry> {
+    fn upload_geometry(&self, gaussians: &Gaussians) -> Result<GpuGeometry<R>> {
         geometry::upload_geometry(&self.gpu, gaussians)
     }
 
     fn project(
         &self,
-        geom: &CudaGeometry,
+        geom: &GpuGeometry<R>,
         camera: &CameraParams,
         grid: TileGrid,
-        out: &mut CudaProjection,
+        out: &mut GpuProjection<R>,
     ) -> Result<()> {
         if (grid.width, grid.height) != (camera.width, camera.height) {
             return Err(DeviceError::shape(
@@ -85,21 +89,21 @@ impl Backend for CudaBackend {
 
     fn bin_and_sort(
         &self,
-        proj: &CudaProjection,
+        proj: &GpuProjection<R>,
         grid: TileGrid,
-        out: &mut CudaBins,
+        out: &mut GpuBins<R>,
     ) -> Result<()> {
         geometry::bin_and_sort(&self.gpu, proj, grid, out)
     }
 
     fn rasterize(
         &self,
-        proj: &CudaProjection,
-        bins: &CudaBins,
+        proj: &GpuProjection<R>,
+        bins: &GpuBins<R>,
         set: &PixelSet<Self>,
-        features: &CudaBuf<f32>,
+        features: &GpuBuf<R, f32>,
         channels: usize,
-        out: &mut CudaBuf<f32>,
+        out: &mut GpuBuf<R, f32>,
     ) -> Result<()> {
         check_channels("rasterize", channels)?;
         let (p, b) = parts("rasterize", proj, bins, set)?;
@@ -110,12 +114,12 @@ impl Backend for CudaBackend {
 
     fn rasterize_backward(
         &self,
-        proj: &CudaProjection,
-        bins: &CudaBins,
+        proj: &GpuProjection<R>,
+        bins: &GpuBins<R>,
         set: &PixelSet<Self>,
-        d_out: &CudaBuf<f32>,
+        d_out: &GpuBuf<R, f32>,
         channels: usize,
-        d_features: &mut CudaBuf<f32>,
+        d_features: &mut GpuBuf<R, f32>,
     ) -> Result<()> {
         check_channels("rasterize_backward", channels)?;
         let (p, b) = parts("rasterize_backward", proj, bins, set)?;
@@ -136,18 +140,18 @@ impl Backend for CudaBackend {
 
     fn build_operator(
         &self,
-        proj: &CudaProjection,
-        bins: &CudaBins,
+        proj: &GpuProjection<R>,
+        bins: &GpuBins<R>,
         set: &PixelSet<Self>,
         gaussians: usize,
         precision: WeightPrecision,
-    ) -> Result<CudaOperator> {
+    ) -> Result<GpuOperator<R>> {
         let (p, b) = parts("build_operator", proj, bins, set)?;
         check("build_operator", "projection", p.n, gaussians)?;
         operator::build(&self.gpu, p, b, set, precision)
     }
 
-    fn operator_stats(&self, op: &CudaOperator) -> OperatorStats {
+    fn operator_stats(&self, op: &GpuOperator<R>) -> OperatorStats {
         OperatorStats {
             rows: op.rows,
             nnz: op.nnz,
@@ -155,7 +159,7 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn geometry_cache_bytes(&self, proj: &CudaProjection, bins: &CudaBins) -> usize {
+    fn geometry_cache_bytes(&self, proj: &GpuProjection<R>, bins: &GpuBins<R>) -> usize {
         let p = proj
             .data
             .as_ref()
@@ -169,10 +173,10 @@ impl Backend for CudaBackend {
 
     fn spmm(
         &self,
-        op: &CudaOperator,
-        x: &CudaBuf<f32>,
+        op: &GpuOperator<R>,
+        x: &GpuBuf<R, f32>,
         channels: usize,
-        out: &mut CudaBuf<f32>,
+        out: &mut GpuBuf<R, f32>,
     ) -> Result<()> {
         check_channels("spmm", channels)?;
         check("spmm", "x", x.len(), op.cols * channels)?;
@@ -191,10 +195,10 @@ impl Backend for CudaBackend {
 
     fn spmm_t(
         &self,
-        op: &CudaOperator,
-        d_out: &CudaBuf<f32>,
+        op: &GpuOperator<R>,
+        d_out: &GpuBuf<R, f32>,
         channels: usize,
-        d_x: &mut CudaBuf<f32>,
+        d_x: &mut GpuBuf<R, f32>,
     ) -> Result<()> {
         check_channels("spmm_t", channels)?;
         check_min("spmm_t", "d_out", d_out.len(), op.rows * channels)?;
@@ -211,7 +215,12 @@ impl Backend for CudaBackend {
         )
     }
 
-    fn normalize(&self, x: &CudaBuf<f32>, channels: usize, out: &mut CudaBuf<f32>) -> Result<()> {
+    fn normalize(
+        &self,
+        x: &GpuBuf<R, f32>,
+        channels: usize,
+        out: &mut GpuBuf<R, f32>,
+    ) -> Result<()> {
         check_channels("normalize", channels)?;
         check("normalize", "output", out.len(), x.len())?;
         ops::normalize(&self.gpu, x, channels, out)
@@ -219,10 +228,10 @@ impl Backend for CudaBackend {
 
     fn normalize_backward(
         &self,
-        x: &CudaBuf<f32>,
-        d_out: &CudaBuf<f32>,
+        x: &GpuBuf<R, f32>,
+        d_out: &GpuBuf<R, f32>,
         channels: usize,
-        d_x: &mut CudaBuf<f32>,
+        d_x: &mut GpuBuf<R, f32>,
     ) -> Result<()> {
         check_channels("normalize_backward", channels)?;
         check("normalize_backward", "d_out", d_out.len(), x.len())?;
@@ -233,11 +242,11 @@ impl Backend for CudaBackend {
     fn pixel_loss(
         &self,
         kind: LossKind,
-        rendered: &CudaBuf<f32>,
+        rendered: &GpuBuf<R, f32>,
         gt: &GroundTruth<Self>,
         weight: f32,
-        d_rendered: &mut CudaBuf<f32>,
-        loss: &mut CudaBuf<f32>,
+        d_rendered: &mut GpuBuf<R, f32>,
+        loss: &mut GpuBuf<R, f32>,
         slot: usize,
         accumulate: bool,
     ) -> Result<()> {
@@ -260,10 +269,10 @@ impl Backend for CudaBackend {
 
     fn adam_step(
         &self,
-        params: &mut CudaBuf<f32>,
-        grads: &CudaBuf<f32>,
-        m: &mut CudaBuf<f32>,
-        v: &mut CudaBuf<f32>,
+        params: &mut GpuBuf<R, f32>,
+        grads: &GpuBuf<R, f32>,
+        m: &mut GpuBuf<R, f32>,
+        v: &mut GpuBuf<R, f32>,
         hp: &AdamParams,
     ) -> Result<()> {
         let n = params.len();

@@ -52,14 +52,16 @@ pub const NO_NVRTC: &str = "libnvrtc could not be loaded; install the CUDA toolk
      (e.g. `pip install nvidia-cuda-nvrtc`) and put its lib folder on LD_LIBRARY_PATH";
 
 /// The compiler flags for one compilation: target architecture, C++17, FMA
-/// contraction (off for bitwise parity with the CPU backend), and the defines.
-pub fn flags(tile_size: u32, channels: u32, arch: &str, fmad: bool) -> Vec<String> {
+/// contraction (off for bitwise parity with the CPU backend), and the defines
+/// (with `LS_WARP_SIZE=32`).
+pub fn flags(defines: &[(String, String)], arch: &str, fmad: bool) -> Vec<String> {
     let mut f = vec![
         format!("--gpu-architecture={arch}"),
         "--std=c++17".to_string(),
         format!("--fmad={fmad}"),
+        "-DLS_WARP_SIZE=32".to_string(),
     ];
-    f.extend(lsplat_kernels::define_flags(tile_size, channels));
+    f.extend(defines.iter().map(|(n, v)| format!("-D{n}={v}")));
     f
 }
 
@@ -84,7 +86,7 @@ pub fn compile(
         &label,
         kernel.file_name(),
         &kernel.source(),
-        &flags(tile_size, channels, arch, fmad),
+        &flags(&lsplat_kernels::defines(tile_size, channels), arch, fmad),
     )
 }
 

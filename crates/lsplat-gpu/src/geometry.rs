@@ -1,21 +1,21 @@
 //! Frozen geometry on the device, EWA projection and tile binning.
 
-use cudarc::driver::DeviceRepr;
-use cudarc::driver::PushKernelArg;
 use lsplat_core::{Gaussians, TileGrid};
 use lsplat_device::{CameraParams, DeviceError};
 use lsplat_kernels::Kernel;
 
-use crate::algo::{bits_for, exclusive_scan, radix_sort, segment_offsets};
-use crate::buf::{CudaBuf, alloc, read_u32, upload};
-use crate::gpu::{Gpu, drv, grid};
+use crate::GpuBackend;
+use crate::algo::{bits_for, checked_total, exclusive_scan, radix_sort, segment_offsets};
+use crate::buf::{GpuBuf, alloc, upload};
+use crate::gpu::Gpu;
+use crate::runtime::{KernelArgs, LaunchDims, Runtime};
 
 /// Geometry resident on the device: centres, world covariances (upper triangle,
 /// computed on the host exactly as the CPU backend does) and opacities.
-pub struct CudaGeometry {
-    pub(crate) means: CudaBuf<f32>,
-    pub(crate) cov3d: CudaBuf<f32>,
-    pub(crate) opacity: CudaBuf<f32>,
+pub struct GpuGeometry<R: Runtime> {
+    pub(crate) means: GpuBuf<R, f32>,
+    pub(crate) cov3d: GpuBuf<R, f32>,
+    pub(crate) opacity: GpuBuf<R, f32>,
     pub(crate) n: usize,
 }
 
@@ -46,7 +46,10 @@ fn covariance(q: &[f32; 4], log_scale: &[f32; 3]) -> [f32; 6] {
     [e(0, 0), e(0, 1), e(0, 2), e(1, 1), e(1, 2), e(2, 2)]
 }
 
-pub(crate) fn upload_geometry(gpu: &Gpu, g: &Gaussians) -> Result<CudaGeometry, DeviceError> {
+pub(crate) fn upload_geometry<R: Runtime>(
+    gpu: &Gpu<R>,
+    g: &Gaussians,
+) -> Result<GpuGeometry<R>, DeviceError> {
     let means: Vec<f32> = g.means.iter().flatten().copied().collect();
     let cov: Vec<f32> = g
         .log_scales
@@ -55,7 +58,7 @@ pub(crate) fn upload_geometry(gpu: &Gpu, g: &Gaussians) -> Result<CudaGeometry, 
         .flat_map(|(s, q)| covariance(q, s))
         .collect();
     let opacity: Vec<f32> = (0..g.len()).map(|i| g.opacity(i)).collect();
-    Ok(CudaGeometry {
+    Ok(GpuGeometry {
         means: upload(gpu, &means)?,
         cov3d: upload(gpu, &cov)?,
         opacity: upload(gpu, &opacity)?,
@@ -65,19 +68,24 @@ pub(crate) fn upload_geometry(gpu: &Gpu, g: &Gaussians) -> Result<CudaGeometry, 
 
 /// Projected splats of one camera: 8 floats per Gaussian `[x, y, a, b, c, opacity,
 /// depth, 0]` and a tile rectangle `[x0, y0, x1, y1)` (all zero when culled).
-#[derive(Default)]
-pub struct CudaProjection {
-    pub(crate) data: Option<ProjData>,
+pub struct GpuProjection<R: Runtime> {
+    pub(crate) data: Option<ProjData<R>>,
 }
 
-pub(crate) struct ProjData {
-    pub splats: CudaBuf<f32>,
-    pub rects: CudaBuf<u32>,
+impl<R: Runtime> Default for GpuProjection<R> {
+    fn default() -> Self {
+        GpuProjection { data: None }
+    }
+}
+
+pub(crate) struct ProjData<R: Runtime> {
+    pub splats: GpuBuf<R, f32>,
+    pub rects: GpuBuf<R, u32>,
     pub n: usize,
     pub grid: TileGrid,
 }
 
-impl CudaProjection {
+impl<R: Runtime> GpuProjection<R> {
     /// Number of Gaussians projected (0 before the first projection).
     pub fn len(&self) -> usize {
         self.data.as_ref().map_or(0, |d| d.n)
@@ -89,21 +97,21 @@ impl CudaProjection {
     }
 
     /// Downloads `(splats, rects)` (for tests and tools; waits for the device).
-    pub fn download(&self, dev: &crate::CudaBackend) -> Result<(Vec<f32>, Vec<u32>), DeviceError> {
+    pub fn download(&self, dev: &GpuBackend<R>) -> Result<(Vec<f32>, Vec<u32>), DeviceError> {
         let d = self
             .data
             .as_ref()
             .ok_or_else(|| DeviceError::shape("projection", "empty"))?;
         Ok((
-            crate::buf::download(dev.gpu(), &d.splats)?,
-            crate::buf::download(dev.gpu(), &d.rects)?,
+            crate::buf::download(&dev.gpu, &d.splats)?,
+            crate::buf::download(&dev.gpu, &d.rects)?,
         ))
     }
 }
 
 /// The camera as `ls_project` takes it (layout of `LsCamera` in project.cu).
 #[repr(C)]
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
 struct KernelCamera {
     view: [f32; 12],
     fx: f32,
@@ -116,17 +124,12 @@ struct KernelCamera {
     far: f32,
 }
 
-// SAFETY: `KernelCamera` is `repr(C)`, plain old data, with the field order, types
-// and size of `LsCamera` in project.cu, so it can be passed by value as a kernel
-// parameter.
-unsafe impl DeviceRepr for KernelCamera {}
-
-pub(crate) fn project(
-    gpu: &Gpu,
-    geom: &CudaGeometry,
+pub(crate) fn project<R: Runtime>(
+    gpu: &Gpu<R>,
+    geom: &GpuGeometry<R>,
     cam: &CameraParams,
     tile_grid: TileGrid,
-    out: &mut CudaProjection,
+    out: &mut GpuProjection<R>,
 ) -> Result<(), DeviceError> {
     let n = geom.n;
     let reuse = matches!(&out.data, Some(d) if d.n == n);
@@ -154,39 +157,52 @@ pub(crate) fn project(
         near: cam.near,
         far: cam.far,
     };
-    let f = gpu.function(Kernel::Project, tile_grid.tile_size, 0, "ls_project")?;
-    let n32 = n as u32;
-    let mut b = gpu.stream.launch_builder(&f);
-    b.arg(&geom.means.raw)
-        .arg(&geom.cov3d.raw)
-        .arg(&geom.opacity.raw)
-        .arg(&n32)
-        .arg(&kc)
-        .arg(&d.splats.raw)
-        .arg(&d.rects.raw);
+    crate::algo::check_u32("project", "Gaussians", n)?;
+    let mut a = KernelArgs::new();
+    a.push(geom.means.ptr())
+        .push(geom.cov3d.ptr())
+        .push(geom.opacity.ptr())
+        .push(n as u32)
+        .push(kc)
+        .push(d.splats.ptr())
+        .push(d.rects.ptr());
+    let dims = LaunchDims::cover(n as u64, 256);
     // SAFETY: matches `ls_project(const float* means, const float* cov3d, const float*
     // opacity, u32 n, LsCamera, float* splats, u32* rects)`; buffers hold 3n, 6n, n, 8n
-    // and 4n elements; the module was compiled for this grid's tile size.
-    unsafe { b.launch(grid(n as u64, 256)) }.map_err(drv)?;
-    Ok(())
+    // and 4n elements; the module is compiled for this grid's tile size.
+    unsafe {
+        gpu.launch(
+            Kernel::Project,
+            tile_grid.tile_size,
+            0,
+            "ls_project",
+            dims,
+            &mut a,
+        )
+    }
 }
 
 /// Tile lists of one camera: `tile_count + 1` offsets into Gaussian ids sorted by
 /// (tile, depth, id).
-#[derive(Default)]
-pub struct CudaBins {
-    pub(crate) data: Option<BinsData>,
+pub struct GpuBins<R: Runtime> {
+    pub(crate) data: Option<BinsData<R>>,
 }
 
-pub(crate) struct BinsData {
-    pub tile_offsets: CudaBuf<u32>,
-    pub sorted: CudaBuf<u32>,
+impl<R: Runtime> Default for GpuBins<R> {
+    fn default() -> Self {
+        GpuBins { data: None }
+    }
+}
+
+pub(crate) struct BinsData<R: Runtime> {
+    pub tile_offsets: GpuBuf<R, u32>,
+    pub sorted: GpuBuf<R, u32>,
     pub total: usize,
     pub n: usize,
     pub grid: TileGrid,
 }
 
-impl CudaBins {
+impl<R: Runtime> GpuBins<R> {
     /// Number of intersections.
     pub fn len(&self) -> usize {
         self.data.as_ref().map_or(0, |d| d.total)
@@ -198,25 +214,26 @@ impl CudaBins {
     }
 
     /// Downloads `(tile_offsets, sorted)` (for tests and tools).
-    pub fn download(&self, dev: &crate::CudaBackend) -> Result<(Vec<u32>, Vec<u32>), DeviceError> {
+    pub fn download(&self, dev: &GpuBackend<R>) -> Result<(Vec<u32>, Vec<u32>), DeviceError> {
         let d = self
             .data
             .as_ref()
             .ok_or_else(|| DeviceError::shape("bins", "empty"))?;
         Ok((
-            crate::buf::download(dev.gpu(), &d.tile_offsets)?,
-            crate::buf::download(dev.gpu(), &d.sorted)?,
+            crate::buf::download(&dev.gpu, &d.tile_offsets)?,
+            crate::buf::download(&dev.gpu, &d.sorted)?,
         ))
     }
 }
 
-/// Bins and sorts. Reads back one count (the number of intersections) to size the
-/// lists: the only host wait of the op, on the cache-warming path.
-pub(crate) fn bin_and_sort(
-    gpu: &Gpu,
-    proj: &CudaProjection,
+/// Bins and sorts. Reads back one count (the number of intersections, summed in 64
+/// bits so that 2³² or more is an error rather than a wrap) to size the lists: the
+/// only host wait of the op, on the cache-warming path.
+pub(crate) fn bin_and_sort<R: Runtime>(
+    gpu: &Gpu<R>,
+    proj: &GpuProjection<R>,
     tile_grid: TileGrid,
-    out: &mut CudaBins,
+    out: &mut GpuBins<R>,
 ) -> Result<(), DeviceError> {
     let p = proj
         .data
@@ -230,38 +247,36 @@ pub(crate) fn bin_and_sort(
     }
     let n = p.n;
     let tiles = tile_grid.tile_count();
-    let mut offsets = alloc::<u32>(gpu, n + 1)?;
+    let mut offsets = alloc::<R, u32>(gpu, n + 1)?;
     if n > 0 {
-        let f = gpu.function(Kernel::Bins, 0, 0, "ls_count_tiles")?;
-        let n32 = n as u32;
-        let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&p.rects.raw).arg(&n32).arg(&offsets.raw);
+        let mut a = KernelArgs::new();
+        a.push(p.rects.ptr()).push(n as u32).push(offsets.ptr());
+        let dims = LaunchDims::cover(n as u64, 256);
         // SAFETY: matches `ls_count_tiles(const u32* rects, u32 n, u32* counts)`;
         // rects holds 4n, counts n + 1 entries.
-        unsafe { b.launch(grid(n as u64, 256)) }.map_err(drv)?;
+        unsafe { gpu.launch(Kernel::Bins, 0, 0, "ls_count_tiles", dims, &mut a)? };
     }
+    let total = checked_total(gpu, "bin_and_sort", "tile intersections", &offsets, n)?;
     exclusive_scan(gpu, &mut offsets, n + 1)?;
-    let total = read_u32(gpu, &offsets, n)? as usize;
-    let mut keys = alloc::<u64>(gpu, total)?;
-    let mut values = alloc::<u32>(gpu, total)?;
+    let keys = alloc::<R, u64>(gpu, total)?;
+    let values = alloc::<R, u32>(gpu, total)?;
     if total > 0 {
-        let f = gpu.function(Kernel::Bins, 0, 0, "ls_emit_keys")?;
-        let (n32, tx) = (n as u32, tile_grid.tiles_x());
-        let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&p.rects.raw)
-            .arg(&p.splats.raw)
-            .arg(&offsets.raw)
-            .arg(&n32)
-            .arg(&tx)
-            .arg(&mut keys.raw)
-            .arg(&mut values.raw);
+        let mut a = KernelArgs::new();
+        a.push(p.rects.ptr())
+            .push(p.splats.ptr())
+            .push(offsets.ptr())
+            .push(n as u32)
+            .push(tile_grid.tiles_x())
+            .push(keys.ptr())
+            .push(values.ptr());
+        let dims = LaunchDims::cover(n as u64, 256);
         // SAFETY: matches `ls_emit_keys(const u32* rects, const float* splats, const
         // u32* offsets, u32 n, u32 tiles_x, u64* keys, u32* values)`; keys and values
         // hold the `total` intersections the scanned offsets describe.
-        unsafe { b.launch(grid(n as u64, 256)) }.map_err(drv)?;
+        unsafe { gpu.launch(Kernel::Bins, 0, 0, "ls_emit_keys", dims, &mut a)? };
     }
     let (keys, sorted) = radix_sort(gpu, keys, values, total, 32 + bits_for(tiles))?;
-    let mut tile_offsets = alloc::<u32>(gpu, tiles + 1)?;
+    let mut tile_offsets = alloc::<R, u32>(gpu, tiles + 1)?;
     segment_offsets(gpu, &keys, total, 32, &mut tile_offsets, tiles)?;
     out.data = Some(BinsData {
         tile_offsets,

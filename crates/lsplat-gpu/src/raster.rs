@@ -1,14 +1,13 @@
 //! Direct compositing and its feature-only backward (one block per tile).
 
-use cudarc::driver::LaunchConfig;
-use cudarc::driver::PushKernelArg;
-use lsplat_device::{DeviceError, PixelSet};
+use lsplat_device::{DeviceError, PixelSet, Result};
 use lsplat_kernels::Kernel;
 
-use crate::CudaBackend;
-use crate::buf::CudaBuf;
-use crate::geometry::{BinsData, CudaBins, CudaProjection, ProjData};
-use crate::gpu::{Gpu, drv};
+use crate::GpuBackend;
+use crate::buf::GpuBuf;
+use crate::geometry::{BinsData, GpuBins, GpuProjection, ProjData};
+use crate::gpu::Gpu;
+use crate::runtime::{KernelArgs, LaunchDims, Runtime};
 
 /// Largest channel count the kernels are instantiated for.
 pub const MAX_CHANNELS: usize = 1024;
@@ -16,12 +15,12 @@ pub const MAX_CHANNELS: usize = 1024;
 const CHUNK: usize = 32;
 
 /// Checks that projection, bins and pixel set belong together.
-pub(crate) fn parts<'a>(
+pub(crate) fn parts<'a, R: Runtime>(
     op: &'static str,
-    proj: &'a CudaProjection,
-    bins: &'a CudaBins,
-    set: &PixelSet<CudaBackend>,
-) -> Result<(&'a ProjData, &'a BinsData), DeviceError> {
+    proj: &'a GpuProjection<R>,
+    bins: &'a GpuBins<R>,
+    set: &PixelSet<GpuBackend<R>>,
+) -> Result<(&'a ProjData<R>, &'a BinsData<R>)> {
     let bad = || DeviceError::shape(op, "bins do not belong to this projection and pixel grid");
     let p = proj.data.as_ref().ok_or_else(bad)?;
     let b = bins.data.as_ref().ok_or_else(bad)?;
@@ -38,7 +37,7 @@ pub(crate) fn parts<'a>(
 }
 
 /// Checks a channel count.
-pub(crate) fn check_channels(op: &'static str, c: usize) -> Result<(), DeviceError> {
+pub(crate) fn check_channels(op: &'static str, c: usize) -> Result<()> {
     if (1..=MAX_CHANNELS).contains(&c) {
         Ok(())
     } else {
@@ -49,74 +48,73 @@ pub(crate) fn check_channels(op: &'static str, c: usize) -> Result<(), DeviceErr
     }
 }
 
-fn tile_launch(set: &PixelSet<CudaBackend>, chunks: usize) -> LaunchConfig {
+/// One block of tile² threads per tile (grid.y = channel chunks).
+pub(crate) fn tile_launch<R: Runtime>(set: &PixelSet<GpuBackend<R>>, chunks: usize) -> LaunchDims {
     let ts = set.grid.tile_size;
-    LaunchConfig {
-        grid_dim: (set.grid.tile_count() as u32, chunks as u32, 1),
-        block_dim: (ts * ts, 1, 1),
-        shared_mem_bytes: 0,
+    LaunchDims {
+        grid: [set.grid.tile_count() as u32, chunks as u32, 1],
+        block: [ts * ts, 1, 1],
+        shared_bytes: 0,
     }
 }
 
 /// Launches one of the two tile-walk kernels of raster.cu, which share their
 /// signature: `(splats, bin_offsets, sorted, pixels, pix_offsets, width, input, output)`.
-fn launch_walk(
-    gpu: &Gpu,
+fn launch_walk<R: Runtime>(
+    gpu: &Gpu<R>,
     name: &'static str,
-    p: &ProjData,
-    b: &BinsData,
-    set: &PixelSet<CudaBackend>,
-    input: &CudaBuf<f32>,
+    p: &ProjData<R>,
+    b: &BinsData<R>,
+    set: &PixelSet<GpuBackend<R>>,
+    input: &GpuBuf<R, f32>,
     channels: usize,
-    output: &mut CudaBuf<f32>,
+    output: &mut GpuBuf<R, f32>,
     chunks: usize,
-) -> Result<(), DeviceError> {
+) -> Result<()> {
     let ts = set.grid.tile_size;
-    let f = gpu.function(Kernel::Raster, ts, channels as u32, name)?;
-    let width = set.grid.width;
-    let mut l = gpu.stream.launch_builder(&f);
-    l.arg(&p.splats.raw)
-        .arg(&b.tile_offsets.raw)
-        .arg(&b.sorted.raw)
-        .arg(&set.pixels.raw)
-        .arg(&set.tile_offsets.raw)
-        .arg(&width)
-        .arg(&input.raw)
-        .arg(&output.raw);
+    let mut a = KernelArgs::new();
+    a.push(p.splats.ptr())
+        .push(b.tile_offsets.ptr())
+        .push(b.sorted.ptr())
+        .push(set.pixels.ptr())
+        .push(set.tile_offsets.ptr())
+        .push(set.grid.width)
+        .push(input.ptr())
+        .push(output.ptr());
+    let dims = tile_launch(set, chunks);
     // SAFETY: `ls_rasterize(const float* splats, const u32* bin_offsets, const u32*
     // sorted, const u32* pixels, const u32* pix_offsets, u32 width, const float* x,
     // float* out)` and `ls_rasterize_backward(..., const float* d_out, float* d_x)`
     // take exactly these arguments, compiled for this tile size and channel count;
     // shapes were checked by the caller (x/d_x: N·C, out/d_out: pixels·C, offsets:
     // tiles + 1).
-    unsafe { l.launch(tile_launch(set, chunks)) }.map_err(drv)?;
-    Ok(())
+    unsafe { gpu.launch(Kernel::Raster, ts, channels as u32, name, dims, &mut a) }
 }
 
 /// Direct compositing of `x` at the pixel set into `out`.
-pub(crate) fn rasterize(
-    gpu: &Gpu,
-    p: &ProjData,
-    b: &BinsData,
-    set: &PixelSet<CudaBackend>,
-    x: &CudaBuf<f32>,
+pub(crate) fn rasterize<R: Runtime>(
+    gpu: &Gpu<R>,
+    p: &ProjData<R>,
+    b: &BinsData<R>,
+    set: &PixelSet<GpuBackend<R>>,
+    x: &GpuBuf<R, f32>,
     channels: usize,
-    out: &mut CudaBuf<f32>,
-) -> Result<(), DeviceError> {
+    out: &mut GpuBuf<R, f32>,
+) -> Result<()> {
     let chunks = channels.div_ceil(CHUNK);
     launch_walk(gpu, "ls_rasterize", p, b, set, x, channels, out, chunks)
 }
 
 /// Feature-only backward: `d_x += Wᵀ·d_out`.
-pub(crate) fn rasterize_backward(
-    gpu: &Gpu,
-    p: &ProjData,
-    b: &BinsData,
-    set: &PixelSet<CudaBackend>,
-    d_out: &CudaBuf<f32>,
+pub(crate) fn rasterize_backward<R: Runtime>(
+    gpu: &Gpu<R>,
+    p: &ProjData<R>,
+    b: &BinsData<R>,
+    set: &PixelSet<GpuBackend<R>>,
+    d_out: &GpuBuf<R, f32>,
     channels: usize,
-    d_x: &mut CudaBuf<f32>,
-) -> Result<(), DeviceError> {
+    d_x: &mut GpuBuf<R, f32>,
+) -> Result<()> {
     launch_walk(
         gpu,
         "ls_rasterize_backward",

@@ -4,7 +4,9 @@
 //! Skips (passes with a message) when libnvrtc cannot be loaded, unless
 //! `LSPLAT_REQUIRE_NVRTC=1`, which CI sets (see `.ci/nvrtc.sh`).
 
-use lsplat_cuda::nvrtc;
+#![cfg(feature = "cuda")]
+
+use lsplat_gpu::cuda::nvrtc;
 use lsplat_kernels::{Kernel, TILE_SIZES};
 
 fn nvrtc_or_skip() -> bool {

@@ -1,25 +1,99 @@
-//! Shared helpers of the GPU parity tests: device discovery (skip without a GPU),
-//! fresh-seeded random scenes, and comparisons.
+//! Shared helpers of the GPU tests: the runtimes every test runs on (simt at warp 32
+//! and 64 under three schedules; CUDA and HIP when compiled in), fresh-seeded random
+//! scenes, and comparisons.
 #![allow(dead_code)]
 
 use glam::Vec3;
 use lsplat_core::{Camera, Gaussians, Rng, TileGrid};
 use lsplat_cpu::CpuBackend;
-use lsplat_cuda::CudaBackend;
-use lsplat_device::{CameraParams, GroundTruth, PixelSet};
+use lsplat_device::{Backend, CameraParams, DeviceError, GroundTruth, PixelSet};
+use lsplat_gpu::simt::{Schedule, Simt, SimtOptions};
+use lsplat_gpu::{GpuBackend, Runtime, SimtBackend};
 
-/// The CUDA device, or `None` (test skipped, with a message) when none is usable.
-/// `LSPLAT_REQUIRE_CUDA=1` turns a missing device into a failure.
-pub fn cuda() -> Option<CudaBackend> {
-    match CudaBackend::new(0) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            let required = std::env::var("LSPLAT_REQUIRE_CUDA").is_ok_and(|v| v == "1");
-            assert!(!required, "LSPLAT_REQUIRE_CUDA=1 but: {e}");
-            eprintln!("SKIPPED (no CUDA device): {e}");
-            None
-        }
+fn required(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| v == "1")
+}
+
+fn skip<T>(var: &str, what: &str, e: DeviceError) -> Option<T> {
+    assert!(!required(var), "{var}=1 but {what} is unavailable: {e}");
+    eprintln!("SKIPPED (no {what}): {e}");
+    None
+}
+
+/// The simt runtime with `warp` lanes and `schedule` (seeded from [`seed`]), or `None`
+/// (skipped, with a message) without a C++ compiler unless `LSPLAT_REQUIRE_SIMT=1`.
+pub fn simt(warp: u32, schedule: Schedule) -> Option<SimtBackend> {
+    let options = SimtOptions {
+        warp,
+        schedule,
+        seed: seed(),
+        threads: 2,
+    };
+    match Simt::new(options) {
+        Ok(rt) => Some(GpuBackend::new(rt)),
+        Err(e) => skip("LSPLAT_REQUIRE_SIMT", "simt runtime", e),
     }
+}
+
+/// The CUDA device, or `None` (skipped) unless `LSPLAT_REQUIRE_CUDA=1`.
+#[cfg(feature = "cuda")]
+pub fn cuda() -> Option<lsplat_gpu::CudaBackend> {
+    match lsplat_gpu::cuda::Cuda::new(0, Default::default()) {
+        Ok(rt) => Some(GpuBackend::new(rt)),
+        Err(e) => skip("LSPLAT_REQUIRE_CUDA", "CUDA device", e),
+    }
+}
+
+/// The HIP device, or `None` (skipped) unless `LSPLAT_REQUIRE_HIP=1`.
+#[cfg(feature = "hip")]
+pub fn hip() -> Option<lsplat_gpu::HipBackend> {
+    match lsplat_gpu::hip::Hip::new(0) {
+        Ok(rt) => Some(GpuBackend::new(rt)),
+        Err(e) => skip("LSPLAT_REQUIRE_HIP", "HIP device", e),
+    }
+}
+
+/// Instantiates generic test bodies `fn name<R: Runtime>(gpu: &GpuBackend<R>)` once per
+/// runtime configuration: simt × {warp 32, 64} × {in order, reverse, random}, and
+/// CUDA / HIP when their features are on.
+#[macro_export]
+macro_rules! gpu_tests {
+    ($($name:ident),* $(,)?) => {
+        $crate::gpu_tests!(@simt simt_w32_in_order, 32, InOrder; $($name),*);
+        $crate::gpu_tests!(@simt simt_w32_reverse, 32, Reverse; $($name),*);
+        $crate::gpu_tests!(@simt simt_w32_random, 32, Random; $($name),*);
+        $crate::gpu_tests!(@simt simt_w64_in_order, 64, InOrder; $($name),*);
+        $crate::gpu_tests!(@simt simt_w64_reverse, 64, Reverse; $($name),*);
+        $crate::gpu_tests!(@simt simt_w64_random, 64, Random; $($name),*);
+        #[cfg(feature = "cuda")]
+        mod cuda {
+            $(#[test] fn $name() {
+                if let Some(g) = $crate::common::cuda() { super::$name(&g) }
+            })*
+        }
+        #[cfg(feature = "hip")]
+        mod hip {
+            $(#[test] fn $name() {
+                if let Some(g) = $crate::common::hip() { super::$name(&g) }
+            })*
+        }
+    };
+    (@simt $module:ident, $warp:expr, $schedule:ident; $($name:ident),*) => {
+        mod $module {
+            $(#[test] fn $name() {
+                let schedule = lsplat_gpu::simt::Schedule::$schedule;
+                if let Some(g) = $crate::common::simt($warp, schedule) { super::$name(&g) }
+            })*
+        }
+    };
+}
+
+/// Uploads to whichever device.
+pub fn up<R: Runtime, T: lsplat_device::Element>(
+    gpu: &GpuBackend<R>,
+    data: &[T],
+) -> lsplat_gpu::GpuBuf<R, T> {
+    gpu.upload(data).unwrap()
 }
 
 /// A fresh seed (from `LSPLAT_SEED` when set, to reproduce a failure), printed.
@@ -85,13 +159,13 @@ pub fn subset(rng: &mut Rng, grid: TileGrid, p: f32) -> (Vec<u32>, Vec<u32>) {
 }
 
 /// Ground truth on both devices from the same host data.
-pub fn ground_truth(
+pub fn ground_truth<G: Backend>(
     rng: &mut Rng,
     cpu: &CpuBackend,
-    gpu: &CudaBackend,
+    gpu: &G,
     grid: TileGrid,
     c: usize,
-) -> (GroundTruth<CpuBackend>, GroundTruth<CudaBackend>) {
+) -> (GroundTruth<CpuBackend>, GroundTruth<G>) {
     let (px, off) = subset(rng, grid, 0.7);
     let rows = 9;
     let mask: Vec<u32> = px.iter().map(|_| rng.below(rows as u64) as u32).collect();
@@ -103,7 +177,6 @@ pub fn ground_truth(
         rows,
         channels: c,
     };
-    use lsplat_device::Backend;
     let make_gpu = GroundTruth {
         pixels: PixelSet::upload(gpu, grid, &px, &off).unwrap(),
         mask: gpu.upload(&mask).unwrap(),

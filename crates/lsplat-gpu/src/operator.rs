@@ -2,45 +2,45 @@
 //! and a CSC copy (rows ascending per column) for the deterministic transposed
 //! product. Indices are u16 when the dimension allows, weights f32/f16/bf16.
 
-use cudarc::driver::LaunchConfig;
-use cudarc::driver::PushKernelArg;
 use lsplat_core::config::WeightPrecision;
-use lsplat_device::{DeviceError, PixelSet};
+use lsplat_device::{DeviceError, Element, PixelSet};
 use lsplat_kernels::Kernel;
 
-use crate::CudaBackend;
-use crate::algo::{bits_for, exclusive_scan, radix_sort, segment_offsets};
-use crate::buf::{CudaBuf, alloc, read_u32};
+use crate::GpuBackend;
+use crate::algo::{bits_for, checked_total, exclusive_scan, radix_sort, segment_offsets};
+use crate::buf::{GpuBuf, alloc};
 use crate::geometry::{BinsData, ProjData};
-use crate::gpu::{Gpu, drv, grid};
+use crate::gpu::Gpu;
+use crate::raster::tile_launch;
+use crate::runtime::{KernelArgs, LaunchDims, Runtime};
 
 /// Index storage.
-pub(crate) enum Idx {
-    U16(CudaBuf<u16>),
-    U32(CudaBuf<u32>),
+pub(crate) enum Idx<R: Runtime> {
+    U16(GpuBuf<R, u16>),
+    U32(GpuBuf<R, u32>),
 }
 
 /// Weight storage (half formats as raw bits).
-pub(crate) enum Wts {
-    F32(CudaBuf<f32>),
-    F16(CudaBuf<u16>),
-    Bf16(CudaBuf<u16>),
+pub(crate) enum Wts<R: Runtime> {
+    F32(GpuBuf<R, f32>),
+    F16(GpuBuf<R, u16>),
+    Bf16(GpuBuf<R, u16>),
 }
 
 /// W in both orientations.
-pub struct CudaOperator {
+pub struct GpuOperator<R: Runtime> {
     pub(crate) rows: usize,
     pub(crate) cols: usize,
     pub(crate) nnz: usize,
-    pub(crate) row_ptr: CudaBuf<u32>,
-    pub(crate) col_idx: Idx,
-    pub(crate) row_w: Wts,
-    pub(crate) col_ptr: CudaBuf<u32>,
-    pub(crate) row_idx: Idx,
-    pub(crate) col_w: Wts,
+    pub(crate) row_ptr: GpuBuf<R, u32>,
+    pub(crate) col_idx: Idx<R>,
+    pub(crate) row_w: Wts<R>,
+    pub(crate) col_ptr: GpuBuf<R, u32>,
+    pub(crate) row_idx: Idx<R>,
+    pub(crate) col_w: Wts<R>,
 }
 
-impl Idx {
+impl<R: Runtime> Idx<R> {
     fn bytes(&self) -> usize {
         match self {
             Idx::U16(b) => b.bytes(),
@@ -49,7 +49,7 @@ impl Idx {
     }
 }
 
-impl Wts {
+impl<R: Runtime> Wts<R> {
     fn bytes(&self) -> usize {
         match self {
             Wts::F32(b) => b.bytes(),
@@ -58,7 +58,7 @@ impl Wts {
     }
 }
 
-impl CudaOperator {
+impl<R: Runtime> GpuOperator<R> {
     /// Rows, columns, non-zeros.
     pub fn shape(&self) -> (usize, usize, usize) {
         (self.rows, self.cols, self.nnz)
@@ -76,26 +76,29 @@ impl CudaOperator {
 }
 
 /// Launches a one-buffer-in, one-buffer-out conversion kernel of operator.cu.
-fn convert<I: lsplat_device::Element, O: lsplat_device::Element>(
-    gpu: &Gpu,
+fn convert<R: Runtime, I: Element, O: Element>(
+    gpu: &Gpu<R>,
     name: &'static str,
-    input: &CudaBuf<I>,
-) -> Result<CudaBuf<O>, DeviceError> {
+    input: &GpuBuf<R, I>,
+) -> Result<GpuBuf<R, O>, DeviceError> {
     let n = input.len();
-    let out = alloc::<O>(gpu, n)?;
+    let out = alloc::<R, O>(gpu, n)?;
     if n > 0 {
-        let f = gpu.function(Kernel::Operator, 16, 0, name)?;
-        let n32 = n as u32;
-        let mut b = gpu.stream.launch_builder(&f);
-        b.arg(&input.raw).arg(&n32).arg(&out.raw);
+        let mut a = KernelArgs::new();
+        a.push(input.ptr()).push(n as u32).push(out.ptr());
+        let dims = LaunchDims::cover(n as u64, 256);
         // SAFETY: matches `ls_to_u16/ls_to_f16/ls_to_bf16(const In*, u32 n, u16* out)`;
         // callers pass u32 (index) or f32 (weight) inputs; both buffers hold n elements.
-        unsafe { b.launch(grid(n as u64, 256)) }.map_err(drv)?;
+        unsafe { gpu.launch(Kernel::Operator, 16, 0, name, dims, &mut a)? };
     }
     Ok(out)
 }
 
-fn compact_idx(gpu: &Gpu, idx: CudaBuf<u32>, max: usize) -> Result<Idx, DeviceError> {
+fn compact_idx<R: Runtime>(
+    gpu: &Gpu<R>,
+    idx: GpuBuf<R, u32>,
+    max: usize,
+) -> Result<Idx<R>, DeviceError> {
     Ok(if max <= 1 << 16 {
         Idx::U16(convert(gpu, "ls_to_u16", &idx)?)
     } else {
@@ -103,7 +106,11 @@ fn compact_idx(gpu: &Gpu, idx: CudaBuf<u32>, max: usize) -> Result<Idx, DeviceEr
     })
 }
 
-fn compact_w(gpu: &Gpu, w: CudaBuf<f32>, p: WeightPrecision) -> Result<Wts, DeviceError> {
+fn compact_w<R: Runtime>(
+    gpu: &Gpu<R>,
+    w: GpuBuf<R, f32>,
+    p: WeightPrecision,
+) -> Result<Wts<R>, DeviceError> {
     Ok(match p {
         WeightPrecision::F32 => Wts::F32(w),
         WeightPrecision::F16 => Wts::F16(convert(gpu, "ls_to_f16", &w)?),
@@ -113,91 +120,83 @@ fn compact_w(gpu: &Gpu, w: CudaBuf<f32>, p: WeightPrecision) -> Result<Wts, Devi
 
 /// Builds W: count pass, scan, one read-back of the non-zero count (to size the
 /// entries; cache-warming path), fill pass, then the CSC copy by a stable sort.
-pub(crate) fn build(
-    gpu: &Gpu,
-    p: &ProjData,
-    b: &BinsData,
-    set: &PixelSet<CudaBackend>,
+pub(crate) fn build<R: Runtime>(
+    gpu: &Gpu<R>,
+    p: &ProjData<R>,
+    b: &BinsData<R>,
+    set: &PixelSet<GpuBackend<R>>,
     precision: WeightPrecision,
-) -> Result<CudaOperator, DeviceError> {
+) -> Result<GpuOperator<R>, DeviceError> {
     let (rows, cols) = (set.len, p.n);
     let ts = set.grid.tile_size;
-    let cfg = LaunchConfig {
-        grid_dim: (set.grid.tile_count() as u32, 1, 1),
-        block_dim: (ts * ts, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let dims = tile_launch(set, 1);
     let width = set.grid.width;
-    let mut row_ptr = alloc::<u32>(gpu, rows + 1)?;
-    let f = gpu.function(Kernel::Operator, ts, 0, "ls_op_count")?;
-    let mut l = gpu.stream.launch_builder(&f);
-    l.arg(&p.splats.raw)
-        .arg(&b.tile_offsets.raw)
-        .arg(&b.sorted.raw)
-        .arg(&set.pixels.raw)
-        .arg(&set.tile_offsets.raw)
-        .arg(&width)
-        .arg(&row_ptr.raw);
+    let mut row_ptr = alloc::<R, u32>(gpu, rows + 1)?;
+    let mut a = KernelArgs::new();
+    a.push(p.splats.ptr())
+        .push(b.tile_offsets.ptr())
+        .push(b.sorted.ptr())
+        .push(set.pixels.ptr())
+        .push(set.tile_offsets.ptr())
+        .push(width)
+        .push(row_ptr.ptr());
     // SAFETY: matches `ls_op_count(splats, bin_offsets, sorted, pixels, pix_offsets, u32
     // width, u32* counts)` compiled for this tile size; counts holds rows + 1 entries.
-    unsafe { l.launch(cfg) }.map_err(drv)?;
+    unsafe { gpu.launch(Kernel::Operator, ts, 0, "ls_op_count", dims, &mut a)? };
+    let nnz = checked_total(gpu, "build_operator", "non-zero weights", &row_ptr, rows)?;
     exclusive_scan(gpu, &mut row_ptr, rows + 1)?;
-    let nnz = read_u32(gpu, &row_ptr, rows)? as usize;
-    let cols_csr = alloc::<u32>(gpu, nnz)?;
-    let w_csr = alloc::<f32>(gpu, nnz)?;
-    let entry_rows = alloc::<u32>(gpu, nnz)?;
-    let f = gpu.function(Kernel::Operator, ts, 0, "ls_op_fill")?;
-    let mut l = gpu.stream.launch_builder(&f);
-    l.arg(&p.splats.raw)
-        .arg(&b.tile_offsets.raw)
-        .arg(&b.sorted.raw)
-        .arg(&set.pixels.raw)
-        .arg(&set.tile_offsets.raw)
-        .arg(&width)
-        .arg(&row_ptr.raw)
-        .arg(&cols_csr.raw)
-        .arg(&w_csr.raw)
-        .arg(&entry_rows.raw);
+    let cols_csr = alloc::<R, u32>(gpu, nnz)?;
+    let w_csr = alloc::<R, f32>(gpu, nnz)?;
+    let entry_rows = alloc::<R, u32>(gpu, nnz)?;
+    let mut a = KernelArgs::new();
+    a.push(p.splats.ptr())
+        .push(b.tile_offsets.ptr())
+        .push(b.sorted.ptr())
+        .push(set.pixels.ptr())
+        .push(set.tile_offsets.ptr())
+        .push(width)
+        .push(row_ptr.ptr())
+        .push(cols_csr.ptr())
+        .push(w_csr.ptr())
+        .push(entry_rows.ptr());
     // SAFETY: matches `ls_op_fill(..., const u32* row_ptr, u32* cols, float* weights,
     // u32* entry_rows)`; the fill walk repeats the count walk, so it writes exactly
     // row_ptr[rows] = nnz entries, the size of the three outputs.
-    unsafe { l.launch(cfg) }.map_err(drv)?;
+    unsafe { gpu.launch(Kernel::Operator, ts, 0, "ls_op_fill", dims, &mut a)? };
     // CSC: stable sort of the entries by column.
-    let keys = alloc::<u64>(gpu, nnz)?;
-    let order = alloc::<u32>(gpu, nnz)?;
-    let nnz32 = nnz as u32;
+    let keys = alloc::<R, u64>(gpu, nnz)?;
+    let order = alloc::<R, u32>(gpu, nnz)?;
+    let spread = LaunchDims::cover(nnz as u64, 256);
     if nnz > 0 {
-        let f = gpu.function(Kernel::Operator, 16, 0, "ls_op_col_keys")?;
-        let mut l = gpu.stream.launch_builder(&f);
-        l.arg(&cols_csr.raw)
-            .arg(&nnz32)
-            .arg(&keys.raw)
-            .arg(&order.raw);
+        let mut a = KernelArgs::new();
+        a.push(cols_csr.ptr())
+            .push(nnz as u32)
+            .push(keys.ptr())
+            .push(order.ptr());
         // SAFETY: matches `ls_op_col_keys(const u32* cols, u32 nnz, u64* keys, u32*
         // order)`; all hold nnz elements.
-        unsafe { l.launch(grid(nnz as u64, 256)) }.map_err(drv)?;
+        unsafe { gpu.launch(Kernel::Operator, 16, 0, "ls_op_col_keys", spread, &mut a)? };
     }
     let (keys, order) = radix_sort(gpu, keys, order, nnz, bits_for(cols))?;
-    let mut col_ptr = alloc::<u32>(gpu, cols + 1)?;
+    let mut col_ptr = alloc::<R, u32>(gpu, cols + 1)?;
     segment_offsets(gpu, &keys, nnz, 0, &mut col_ptr, cols)?;
     drop(keys);
-    let csc_rows = alloc::<u32>(gpu, nnz)?;
-    let csc_w = alloc::<f32>(gpu, nnz)?;
+    let csc_rows = alloc::<R, u32>(gpu, nnz)?;
+    let csc_w = alloc::<R, f32>(gpu, nnz)?;
     if nnz > 0 {
-        let f = gpu.function(Kernel::Operator, 16, 0, "ls_op_gather")?;
-        let mut l = gpu.stream.launch_builder(&f);
-        l.arg(&order.raw)
-            .arg(&entry_rows.raw)
-            .arg(&w_csr.raw)
-            .arg(&nnz32)
-            .arg(&csc_rows.raw)
-            .arg(&csc_w.raw);
+        let mut a = KernelArgs::new();
+        a.push(order.ptr())
+            .push(entry_rows.ptr())
+            .push(w_csr.ptr())
+            .push(nnz as u32)
+            .push(csc_rows.ptr())
+            .push(csc_w.ptr());
         // SAFETY: matches `ls_op_gather(const u32* order, const u32* entry_rows, const
         // float* weights, u32 nnz, u32* csc_rows, float* csc_weights)`; `order` is a
         // permutation of 0..nnz.
-        unsafe { l.launch(grid(nnz as u64, 256)) }.map_err(drv)?;
+        unsafe { gpu.launch(Kernel::Operator, 16, 0, "ls_op_gather", spread, &mut a)? };
     }
-    Ok(CudaOperator {
+    Ok(GpuOperator {
         rows,
         cols,
         nnz,
@@ -211,14 +210,14 @@ pub(crate) fn build(
 }
 
 /// `out (+)= M·x` for one orientation (`ptr` has `n + 1` entries).
-pub(crate) fn product(
-    gpu: &Gpu,
-    ptr: &CudaBuf<u32>,
-    idx: &Idx,
-    w: &Wts,
-    x: &CudaBuf<f32>,
+pub(crate) fn product<R: Runtime>(
+    gpu: &Gpu<R>,
+    ptr: &GpuBuf<R, u32>,
+    idx: &Idx<R>,
+    w: &Wts<R>,
+    x: &GpuBuf<R, f32>,
     channels: usize,
-    out: &mut CudaBuf<f32>,
+    out: &mut GpuBuf<R, f32>,
     accumulate: bool,
 ) -> Result<(), DeviceError> {
     let n = ptr.len() - 1;
@@ -233,28 +232,26 @@ pub(crate) fn product(
         (Idx::U32(_), Wts::F16(_)) => "ls_spmm_u32_f16",
         (Idx::U32(_), Wts::Bf16(_)) => "ls_spmm_u32_bf16",
     };
-    let idx_raw = match idx {
-        Idx::U16(b) => &b.raw,
-        Idx::U32(b) => &b.raw,
+    let idx_ptr = match idx {
+        Idx::U16(b) => b.ptr(),
+        Idx::U32(b) => b.ptr(),
     };
-    let w_raw = match w {
-        Wts::F32(b) => &b.raw,
-        Wts::F16(b) | Wts::Bf16(b) => &b.raw,
+    let w_ptr = match w {
+        Wts::F32(b) => b.ptr(),
+        Wts::F16(b) | Wts::Bf16(b) => b.ptr(),
     };
-    let f = gpu.function(Kernel::Operator, 16, 0, name)?;
-    let (n32, c32, acc) = (n as u32, channels as u32, accumulate as i32);
-    let mut l = gpu.stream.launch_builder(&f);
-    l.arg(&ptr.raw)
-        .arg(idx_raw)
-        .arg(w_raw)
-        .arg(&x.raw)
-        .arg(&out.raw)
-        .arg(&n32)
-        .arg(&c32)
-        .arg(&acc);
+    let mut a = KernelArgs::new();
+    a.push(ptr.ptr())
+        .push(idx_ptr)
+        .push(w_ptr)
+        .push(x.ptr())
+        .push(out.ptr())
+        .push(n as u32)
+        .push(channels as u32)
+        .push(accumulate as i32);
+    let dims = LaunchDims::cover((n * channels) as u64, 256);
     // SAFETY: matches `ls_spmm_<idx>_<w>(const u32* ptr, const I* idx, const W* w,
     // const float* x, float* out, u32 rows, u32 channels, int accumulate)` for the
     // storage types selected above; shapes checked by the caller.
-    unsafe { l.launch(grid((n * channels) as u64, 256)) }.map_err(drv)?;
-    Ok(())
+    unsafe { gpu.launch(Kernel::Operator, 16, 0, name, dims, &mut a) }
 }

@@ -1,0 +1,191 @@
+//! Device-wide building blocks: exclusive scan, stable radix sort of 64-bit keys
+//! with u32 values, and segment offsets of sorted keys. All stream-ordered.
+
+use lsplat_device::{DeviceError, Result};
+use lsplat_kernels::Kernel;
+
+use crate::buf::{GpuBuf, alloc};
+use crate::gpu::Gpu;
+use crate::runtime::{KernelArgs, LaunchDims, Runtime};
+
+const SCAN_BLOCK: usize = 1024; // LS_SCAN_BLOCK in util.cu
+const RS_CHUNK: usize = 2048; // LS_RS_CHUNK in bins.cu
+
+/// Fails when a count that the kernels index with 32 bits reaches 2³².
+pub(crate) fn check_u32(op: &'static str, what: &str, n: usize) -> Result<()> {
+    if n >= u32::MAX as usize {
+        return Err(DeviceError::shape(
+            op,
+            format!("{n} {what} exceed the 2³² − 1 the kernels can index"),
+        ));
+    }
+    Ok(())
+}
+
+/// In-place exclusive scan of the first `n` elements of `buf`.
+pub(crate) fn exclusive_scan<R: Runtime>(
+    gpu: &Gpu<R>,
+    buf: &mut GpuBuf<R, u32>,
+    n: usize,
+) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    check_u32("exclusive_scan", "elements", n)?;
+    let blocks = n.div_ceil(SCAN_BLOCK);
+    let dims = LaunchDims::grid(blocks as u32, 256);
+    let n32 = n as u32;
+    let sums = if blocks > 1 {
+        Some(alloc::<R, u32>(gpu, blocks)?)
+    } else {
+        None
+    };
+    let mut a = KernelArgs::new();
+    a.push(buf.ptr())
+        .push(buf.ptr())
+        .push(n32)
+        .push(sums.as_ref().map_or(0u64, |s| s.ptr()));
+    // SAFETY: matches `ls_scan_block(const u32*, u32*, u32 n, u32* block_sums)`; buf
+    // holds n u32 (in place is allowed); block_sums is null or holds one u32 per block.
+    unsafe { gpu.launch(Kernel::Util, 0, 0, "ls_scan_block", dims, &mut a)? };
+    let Some(mut sums) = sums else {
+        return Ok(());
+    };
+    exclusive_scan(gpu, &mut sums, blocks)?;
+    let mut a = KernelArgs::new();
+    a.push(buf.ptr()).push(n32).push(sums.ptr());
+    // SAFETY: matches `ls_scan_add(u32* out, u32 n, const u32* block_offsets)`.
+    unsafe {
+        gpu.launch(
+            Kernel::Util,
+            0,
+            0,
+            "ls_scan_add",
+            LaunchDims::cover(n as u64, 256),
+            &mut a,
+        )
+    }
+}
+
+/// Stable LSD radix sort of `n` (key, value) pairs by key bits `[0, end_bit)`, 8 bits
+/// per pass. Returns the sorted buffers (the inputs are consumed as ping-pong space).
+pub(crate) fn radix_sort<R: Runtime>(
+    gpu: &Gpu<R>,
+    keys: GpuBuf<R, u64>,
+    values: GpuBuf<R, u32>,
+    n: usize,
+    end_bit: u32,
+) -> Result<(GpuBuf<R, u64>, GpuBuf<R, u32>)> {
+    if n <= 1 || end_bit == 0 {
+        return Ok((keys, values));
+    }
+    check_u32("radix_sort", "keys", n)?;
+    let blocks = n.div_ceil(RS_CHUNK);
+    let dims = LaunchDims::grid(blocks as u32, 256);
+    let mut hist = alloc::<R, u32>(gpu, 256 * blocks)?;
+    let (mut k_in, mut v_in) = (keys, values);
+    let (mut k_out, mut v_out) = (alloc::<R, u64>(gpu, n)?, alloc::<R, u32>(gpu, n)?);
+    let n32 = n as u32;
+    let mut shift = 0u32;
+    while shift < end_bit {
+        let mut a = KernelArgs::new();
+        a.push(k_in.ptr()).push(n32).push(shift).push(hist.ptr());
+        // SAFETY: matches `ls_radix_histogram(const u64*, u32 n, u32 shift, u32* hist)`;
+        // hist holds 256 entries per block of the grid.
+        unsafe { gpu.launch(Kernel::Bins, 0, 0, "ls_radix_histogram", dims, &mut a)? };
+        exclusive_scan(gpu, &mut hist, 256 * blocks)?;
+        let mut a = KernelArgs::new();
+        a.push(k_in.ptr())
+            .push(v_in.ptr())
+            .push(n32)
+            .push(shift)
+            .push(hist.ptr())
+            .push(k_out.ptr())
+            .push(v_out.ptr());
+        // SAFETY: matches `ls_radix_scatter(const u64*, const u32*, u32, u32, const
+        // u32*, u64*, u32*)`; all key/value buffers hold n elements, on the same grid as
+        // the histogram.
+        unsafe { gpu.launch(Kernel::Bins, 0, 0, "ls_radix_scatter", dims, &mut a)? };
+        std::mem::swap(&mut k_in, &mut k_out);
+        std::mem::swap(&mut v_in, &mut v_out);
+        shift += 8;
+    }
+    Ok((k_in, v_in))
+}
+
+/// `offsets[s]` = first index of sorted `keys[..n]` whose `key >> shift >= s`, for
+/// `s in 0..=segments` (`offsets` holds `segments + 1` entries).
+pub(crate) fn segment_offsets<R: Runtime>(
+    gpu: &Gpu<R>,
+    keys: &GpuBuf<R, u64>,
+    n: usize,
+    shift: u32,
+    offsets: &mut GpuBuf<R, u32>,
+    segments: usize,
+) -> Result<()> {
+    if n == 0 {
+        return crate::buf::fill(gpu, offsets, 0);
+    }
+    check_u32("segment_offsets", "keys", n)?;
+    let mut a = KernelArgs::new();
+    a.push(keys.ptr())
+        .push(n as u32)
+        .push(shift)
+        .push(offsets.ptr())
+        .push(segments as u32);
+    // SAFETY: matches `ls_segment_offsets(const u64*, u32 n, u32 shift, u32*, u32
+    // segments)`; keys are sorted with segment ids < segments, offsets holds
+    // segments + 1 entries.
+    unsafe {
+        gpu.launch(
+            Kernel::Util,
+            0,
+            0,
+            "ls_segment_offsets",
+            LaunchDims::cover(n as u64, 256),
+            &mut a,
+        )
+    }
+}
+
+/// Bits needed to represent every value below `count` (0 for count ≤ 1).
+pub(crate) fn bits_for(count: usize) -> u32 {
+    if count <= 1 {
+        0
+    } else {
+        usize::BITS - (count - 1).leading_zeros()
+    }
+}
+
+/// Σ `buf[..n]` in 64 bits, read back to the host (waits for the device): the size of
+/// what a scan of counts describes, checked against the 32-bit indices of the kernels.
+pub(crate) fn checked_total<R: Runtime>(
+    gpu: &Gpu<R>,
+    op: &'static str,
+    what: &str,
+    buf: &GpuBuf<R, u32>,
+    n: usize,
+) -> Result<usize> {
+    if n == 0 {
+        return Ok(0);
+    }
+    check_u32(op, "counts", n)?;
+    let total = alloc::<R, u64>(gpu, 1)?;
+    let mut a = KernelArgs::new();
+    a.push(buf.ptr()).push(n as u32).push(total.ptr());
+    // SAFETY: matches `ls_sum_u32(const u32* in, u32 n, u64* total)`; buf holds at
+    // least n elements, total one zeroed u64; 256 threads per block as the kernel needs.
+    unsafe {
+        gpu.launch(
+            Kernel::Util,
+            0,
+            0,
+            "ls_sum_u32",
+            LaunchDims::cover(n as u64, 256),
+            &mut a,
+        )?
+    };
+    let t = crate::buf::download(gpu, &total)?[0];
+    check_u32(op, what, t as usize)?;
+    Ok(t as usize)
+}

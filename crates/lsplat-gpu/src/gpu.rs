@@ -1,0 +1,123 @@
+//! The device context shared by every op: the runtime, and the kernels compiled so far.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use lsplat_device::Result;
+use lsplat_kernels::Kernel;
+
+use crate::runtime::{KernelArgs, LaunchDims, Runtime};
+
+type FamilyKey = (Kernel, u32, u32);
+
+/// A runtime with its module and function caches.
+pub struct Gpu<R: Runtime> {
+    pub(crate) rt: Arc<R>,
+    families: Mutex<HashMap<FamilyKey, Arc<R::Module>>>,
+    sources: Mutex<HashMap<u64, Arc<R::Module>>>,
+    functions: Mutex<HashMap<(FamilyKey, &'static str), R::Function>>,
+}
+
+impl<R: Runtime> Gpu<R> {
+    /// A context over `rt`.
+    pub fn new(rt: R) -> Self {
+        Gpu {
+            rt: Arc::new(rt),
+            families: Mutex::new(HashMap::new()),
+            sources: Mutex::new(HashMap::new()),
+            functions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &R {
+        &self.rt
+    }
+
+    /// Kernel `name` of `kernel` compiled for `(tile_size, channels)` (ignored where the
+    /// family does not depend on them); compiled on first use.
+    pub fn function(
+        &self,
+        kernel: Kernel,
+        tile_size: u32,
+        channels: u32,
+        name: &'static str,
+    ) -> Result<R::Function> {
+        let key: FamilyKey = (
+            kernel,
+            if kernel.uses_tile_size() {
+                tile_size
+            } else {
+                16
+            },
+            if kernel.uses_channels() { channels } else { 1 },
+        );
+        if let Some(f) = lock(&self.functions).get(&(key, name)) {
+            return Ok(f.clone());
+        }
+        let cached = lock(&self.families).get(&key).cloned();
+        let module = match cached {
+            Some(m) => m,
+            None => {
+                let label = format!("{} (tile {}, {} ch)", kernel.file_name(), key.1, key.2);
+                let defines = lsplat_kernels::defines(key.1, key.2);
+                let m = Arc::new(self.rt.compile(&label, &kernel.source(), &defines)?);
+                lock(&self.families).insert(key, m.clone());
+                m
+            }
+        };
+        let f = self.rt.function(&module, kernel.file_name(), name)?;
+        lock(&self.functions).insert((key, name), f.clone());
+        Ok(f)
+    }
+
+    /// Compiles (once) a self-contained source with `defines` and returns kernel
+    /// `name` of it — for device code that is not one of the engine's families.
+    pub fn source_function(
+        &self,
+        label: &str,
+        source: &str,
+        defines: &[(String, String)],
+        name: &str,
+    ) -> Result<R::Function> {
+        let mut h = std::hash::DefaultHasher::new();
+        (source, defines).hash(&mut h);
+        let key = h.finish();
+        let cached = lock(&self.sources).get(&key).cloned();
+        let module = match cached {
+            Some(m) => m,
+            None => {
+                let m = Arc::new(self.rt.compile(label, source, defines)?);
+                lock(&self.sources).insert(key, m.clone());
+                m
+            }
+        };
+        self.rt.function(&module, label, name)
+    }
+
+    /// Launches kernel `name` of a family.
+    ///
+    /// # Safety
+    /// As [`Runtime::launch`]: `args` matches the kernel's parameters, and every buffer
+    /// it names is large enough for the launch.
+    pub unsafe fn launch(
+        &self,
+        kernel: Kernel,
+        tile_size: u32,
+        channels: u32,
+        name: &'static str,
+        dims: LaunchDims,
+        args: &mut KernelArgs,
+    ) -> Result<()> {
+        let f = self.function(kernel, tile_size, channels, name)?;
+        let n = args.len();
+        let mut p = args.pointers();
+        // SAFETY: the caller guarantees that the arguments fit the kernel.
+        unsafe { self.rt.launch(&f, dims, &mut p[..n]) }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,66 @@
+//! The GPU backend of lsplat-engine: one host implementation of the op set, generic
+//! over a small [`Runtime`] trait, and the runtimes that execute it.
+//!
+//! - [`simt`] (always built): the CPU runs the same `kernels/*.cu`, compiled at run
+//!   time by the system C++ compiler with `kernels/simt.h`; each block's threads are
+//!   fibers, so barriers, shuffles and ballots are exact and schedules can be fuzzed.
+//!   It is how every kernel and all of this crate's host code are tested without a GPU.
+//! - `cuda` (feature `cuda`): cudarc with dynamic loading, NVRTC → CUBIN for the
+//!   device's architecture.
+//! - `hip` (feature `hip`): the HIP runtime and hiprtc, loaded at run time.
+//!
+//! All ops are queued on one stream and never wait for the device, except downloads,
+//! [`Backend::synchronize`](lsplat_device::Backend::synchronize), and one read-back of
+//! an element count in `bin_and_sort` and `build_operator` (cache-warming ops), which
+//! must size their outputs. Vendor APIs appear only in their runtime module.
+
+mod algo;
+mod backend;
+mod buf;
+mod geometry;
+mod gpu;
+mod operator;
+mod ops;
+mod raster;
+pub mod runtime;
+pub mod simt;
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
+pub use buf::GpuBuf;
+pub use geometry::{GpuBins, GpuGeometry, GpuProjection};
+pub use gpu::Gpu;
+pub use operator::GpuOperator;
+pub use raster::MAX_CHANNELS;
+pub use runtime::{DevicePtr, KernelArgs, LaunchDims, Runtime};
+
+/// The GPU backend over runtime `R`.
+pub struct GpuBackend<R: Runtime> {
+    pub(crate) gpu: Gpu<R>,
+}
+
+impl<R: Runtime> GpuBackend<R> {
+    /// A backend over an opened runtime.
+    pub fn new(runtime: R) -> Self {
+        GpuBackend {
+            gpu: Gpu::new(runtime),
+        }
+    }
+
+    /// The runtime and its kernel caches.
+    pub fn gpu(&self) -> &Gpu<R> {
+        &self.gpu
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &R {
+        self.gpu.runtime()
+    }
+}
+
+/// The GPU backend on the CPU SIMT runtime.
+pub type SimtBackend = GpuBackend<simt::Simt>;
+/// The GPU backend on CUDA.
+#[cfg(feature = "cuda")]
+pub type CudaBackend = GpuBackend<cuda::Cuda>;
