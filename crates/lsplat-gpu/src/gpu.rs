@@ -17,6 +17,9 @@ pub struct Gpu<R: Runtime> {
     families: Mutex<HashMap<FamilyKey, Arc<R::Module>>>,
     sources: Mutex<HashMap<u64, Arc<R::Module>>>,
     functions: Mutex<HashMap<(FamilyKey, &'static str), R::Function>>,
+    /// Per-block partial sums of the loss kernels, kept between steps (grown only when
+    /// a larger camera needs more), so a warm step allocates nothing.
+    pub(crate) partials: Mutex<Option<crate::buf::GpuBuf<R, f64>>>,
 }
 
 impl<R: Runtime> Gpu<R> {
@@ -27,6 +30,7 @@ impl<R: Runtime> Gpu<R> {
             families: Mutex::new(HashMap::new()),
             sources: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
+            partials: Mutex::new(None),
         }
     }
 
@@ -118,6 +122,6 @@ impl<R: Runtime> Gpu<R> {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -36,7 +36,11 @@ pub(crate) fn pixel_loss<R: Runtime>(
     };
     let blocks = v.div_ceil(LOSS_THREADS as usize);
     crate::algo::check_u32("pixel_loss", "valid pixels", v)?;
-    let partials = alloc::<R, f64>(gpu, 2 * blocks)?;
+    let mut scratch = crate::gpu::lock(&gpu.partials);
+    if scratch.as_ref().is_none_or(|b| b.len() < 2 * blocks) {
+        *scratch = Some(alloc::<R, f64>(gpu, 2 * blocks)?);
+    }
+    let partials = scratch.as_ref().expect("allocated above");
     if v > 0 {
         let mut a = KernelArgs::new();
         a.push(k)

@@ -141,6 +141,10 @@ pub fn build(label: &str, source: &str, defines: &[(String, String)], warp: u32)
     let base = dir.join(format!("{stem}-w{warp}-{:016x}", h.finish()));
     let so = base.with_extension("so");
     let list = base.with_extension("kernels");
+    // One build per module at a time in this process (parallel tests ask for the same
+    // modules at once); other processes are safe through the temporary names below.
+    let gate = build_gate(&base);
+    let _held = gate.lock().unwrap_or_else(|e| e.into_inner());
     if so.exists()
         && let Ok(text) = std::fs::read_to_string(&list)
         && let Some(kernels) = parse_list(&text)
@@ -220,6 +224,17 @@ pub fn build(label: &str, source: &str, defines: &[(String, String)], warp: u32)
         .and_then(|_| std::fs::rename(&tmp_list, &list))
         .map_err(|e| unavailable(format!("cannot store {}: {e}", so.display())))?;
     Ok(Built { path: so, kernels })
+}
+
+fn build_gate(base: &std::path::Path) -> std::sync::Arc<std::sync::Mutex<()>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    static GATES: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = OnceLock::new();
+    let mut map = GATES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    map.entry(base.to_path_buf()).or_default().clone()
 }
 
 /// A `#line` directive so diagnostics count lines of `source` (engine sources bring
@@ -356,7 +371,7 @@ mod tests {
             vec![
                 KernelDecl {
                     name: "ls_a".into(),
-                    bound: Some("16u * (16u)".into())
+                    bound: Some("(16u * (16u))".into())
                 },
                 KernelDecl {
                     name: "ls_b".into(),
