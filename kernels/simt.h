@@ -49,6 +49,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -104,6 +105,66 @@ struct BlockCtx {
 
 inline thread_local Fiber* cur = nullptr;
 inline thread_local BlockCtx* blk = nullptr;
+
+// ---- memory faults --------------------------------------------------------------------
+// A device buffer ends against a PROT_NONE page and every fiber stack has a guard page,
+// so an overrun faults at once. The handler names the kernel, block and thread that
+// faulted, then hands the signal on (to the previously installed handler, or the
+// default action), so the process still stops: a corrupted launch cannot continue.
+inline thread_local const char* fault_kernel = nullptr;  // set while a block runs
+inline thread_local unsigned fault_block = 0;
+inline struct sigaction previous_segv, previous_bus;
+
+inline void on_fault(int sig, siginfo_t* info, void* uctx) {
+  if (fault_kernel) {
+    char msg[640];
+    const int len = snprintf(
+        msg, sizeof msg,
+        "simt: %s in kernel %s, block %u, thread %u, address %p: an access past the end of "
+        "a device buffer (each ends against a PROT_NONE page) or a fiber stack overflow\n",
+        sig == SIGBUS ? "bus error" : "memory fault", fault_kernel, fault_block,
+        cur ? cur->linear : 0u, info->si_addr);
+    if (len > 0) (void)!write(2, msg, (size_t)std::min(len, (int)sizeof msg - 1));
+    fault_kernel = nullptr;
+  }
+  struct sigaction* prev = sig == SIGBUS ? &previous_bus : &previous_segv;
+  if ((prev->sa_flags & SA_SIGINFO) && prev->sa_sigaction) {
+    prev->sa_sigaction(sig, info, uctx);
+    return;
+  }
+  if (!(prev->sa_flags & SA_SIGINFO) && prev->sa_handler != SIG_DFL &&
+      prev->sa_handler != SIG_IGN) {
+    prev->sa_handler(sig);
+    return;
+  }
+  // Returning re-runs the faulting access under the default action.
+  signal(sig, SIG_DFL);
+}
+
+// Installs the handler once per loaded kernel library (each library chains to the one
+// installed before it; the runtime never unloads them).
+inline void install_fault_handler() {
+  static const bool installed = [] {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &previous_segv);
+    sigaction(SIGBUS, &sa, &previous_bus);
+    return true;
+  }();
+  (void)installed;
+}
+
+// Marks this OS thread as running `kernel`'s block for the fault handler.
+struct FaultScope {
+  FaultScope(const char* kernel, unsigned block) {
+    fault_kernel = kernel;
+    fault_block = block;
+  }
+  ~FaultScope() { fault_kernel = nullptr; }
+};
 
 extern "C" void ls_simt_switch(void** save_sp, void* next_sp);
 
@@ -357,6 +418,8 @@ inline int resolve_warp(const Launch* l, const char* kernel, unsigned w, unsigne
 // message in l->error.
 inline int run_block(const Launch* l, void** params, void (*body)(void**), const char* kernel,
                      unsigned bound) {
+  install_fault_handler();
+  const FaultScope scope(kernel, l->block_index);
   const unsigned n = l->block[0] * l->block[1] * l->block[2];
   if (n == 0 || n > kMaxThreads)
     return fail(l, kernel, "block of %u threads (supported: 1..=%u)", n, kMaxThreads);

@@ -28,6 +28,9 @@ extern "C" __global__ void barrier_inside_warp_op(unsigned* out) {
   if (threadIdx.x == 0) __syncthreads();
   else out[threadIdx.x] = __ballot_sync(0xffffffffu, 1);
 }
+extern "C" __global__ void writes_past_the_end(unsigned* out) {
+  out[threadIdx.x + 1024] = 7;
+}
 extern "C" __global__ void __launch_bounds__(64) bounded(unsigned* out) {
   out[threadIdx.x] = __syncthreads_count(threadIdx.x % 2 == 0);
 }
@@ -137,4 +140,33 @@ fn compile_errors_carry_the_compiler_log() {
         .expect("compile error")
         .to_string();
     assert!(e.contains("bad.cu") && e.contains("nope"), "{e}");
+}
+
+/// An overrun faults at once (the buffer ends against a PROT_NONE page), and the fault
+/// names the kernel, block and thread. The process dies, so the launch runs in a child.
+#[test]
+fn an_out_of_bounds_write_faults_and_names_the_kernel() {
+    if std::env::var_os("LS_SIMT_FAULT_CHILD").is_some() {
+        let gpu = common::simt(32, Schedule::InOrder).unwrap();
+        let _ = run(&gpu, "writes_past_the_end", 32);
+        eprintln!("the overrun did not fault");
+        std::process::exit(0);
+    }
+    if common::simt(32, Schedule::InOrder).is_none() {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "an_out_of_bounds_write_faults_and_names_the_kernel",
+            "--nocapture",
+        ])
+        .env("LS_SIMT_FAULT_CHILD", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "child survived the overrun: {err}");
+    for needle in ["memory fault", "writes_past_the_end", "block 0", "thread 0"] {
+        assert!(err.contains(needle), "{needle:?} missing from: {err}");
+    }
 }

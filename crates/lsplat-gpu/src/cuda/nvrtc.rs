@@ -52,7 +52,8 @@ pub const NO_NVRTC: &str = "libnvrtc could not be loaded; install the CUDA toolk
      (e.g. `pip install nvidia-cuda-nvrtc`) and put its lib folder on LD_LIBRARY_PATH";
 
 /// The compiler flags for one compilation: target architecture, C++17, FMA
-/// contraction (off for bitwise parity with the CPU backend), and the defines
+/// contraction (off where the CPU backend is matched bitwise: losses, normalise and Adam;
+/// raster and operator ops match within tolerance either way), and the defines
 /// (with `LS_WARP_SIZE=32`).
 pub fn flags(defines: &[(String, String)], arch: &str, fmad: bool) -> Vec<String> {
     let mut f = vec![

@@ -197,10 +197,14 @@ impl Runtime for Simt {
         defines: &[(String, String)],
     ) -> Result<SimtModule> {
         let built = compile::build(label, source, defines, self.options.warp)?;
+        // Kernel libraries are never unloaded (RTLD_NODELETE): each installs a fault
+        // handler that must stay valid for the life of the process.
+        let flags = libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_NODELETE;
         // SAFETY: the library was built by `compile::build` from our own sources and
         // runs no initialisers beyond C++ static setup of plain data.
-        let lib =
-            unsafe { libloading::Library::new(&built.path) }.map_err(|e| DeviceError::Kernel {
+        let lib = unsafe { libloading::os::unix::Library::open(Some(&built.path), flags) }
+            .map(libloading::Library::from)
+            .map_err(|e| DeviceError::Kernel {
                 kernel: label.to_string(),
                 message: format!("loading {} failed: {e}", built.path.display()),
             })?;
