@@ -7,6 +7,7 @@
 
 pub mod bins;
 pub mod channels;
+pub mod gemm;
 pub mod operator;
 pub mod optim;
 pub mod pool;
