@@ -1,0 +1,241 @@
+//! LangSplat's LERF-OVS protocol (workload.md §4; LangSplat's eval/evaluate_iou_loc.py).
+//!
+//! Per query and level, on the relevancy map r (`[h, w]`, row-major):
+//! - smoothing: `f = box(r)`, a 30×30 mean (OpenCV `filter2D` with anchor (15, 15) and
+//!   its default reflect-101 border), blended `r′ = 0.5·(f + r)`;
+//! - segmentation: `n = (r′ − min)/(max(r′ − min) + 1e-9)`, `2n − 1` clipped to [0, 1],
+//!   pixels `> 0.4`, then a 7×7 majority vote whose windows end at `min(i + 4, h − 1)`
+//!   (LangSplat's clipped last row and column); the level with the largest `max r′`
+//!   is chosen (first on ties) and scored by IoU against the ground-truth mask;
+//! - localization: the level with the largest `max f` (first on ties); every pixel of
+//!   that level equal to its maximum is a candidate; a hit is any candidate inside any
+//!   ground-truth box, bounds inclusive.
+//!
+//! Box sums are computed in float64 and stored as float32 (OpenCV filters float32
+//! images in float32, through a DFT for kernels this large), so exact ties on plateaus
+//! are kept here where OpenCV's rounding may break them.
+
+use crate::QueryError;
+
+/// Edge of the smoothing box.
+pub const BOX_SIZE: usize = 30;
+/// Threshold on `2n − 1` (LangSplat's `mask_thresh`).
+pub const MASK_THRESHOLD: f32 = 0.4;
+/// Half-width of the majority-vote window (7×7).
+pub const VOTE_RADIUS: usize = 3;
+
+/// OpenCV's `BORDER_REFLECT_101` index (`gfedcb|abcdefgh|gfedcba`), repeated for
+/// offsets larger than the image.
+pub fn reflect101(mut p: isize, len: usize) -> usize {
+    let n = len as isize;
+    if n == 1 {
+        return 0;
+    }
+    while p < 0 || p >= n {
+        p = if p < 0 { -p } else { 2 * (n - 1) - p };
+    }
+    p as usize
+}
+
+/// Mean over a `k × k` box anchored at `(k/2, k/2)` (window offsets `−k/2 ..
+/// k − 1 − k/2`), reflect-101 border, as `cv2.filter2D(r, -1, ones((k, k))/k²)`.
+pub fn box_filter(r: &[f32], w: usize, h: usize, k: usize) -> Vec<f32> {
+    let a = (k / 2) as isize;
+    let offs = |i: usize, len: usize| -> Vec<usize> {
+        (0..k as isize)
+            .map(|t| reflect101(i as isize + t - a, len))
+            .collect()
+    };
+    // Horizontal sums, then vertical, in f64.
+    let mut hsum = vec![0f64; w * h];
+    for x in 0..w {
+        let cols = offs(x, w);
+        for y in 0..h {
+            let row = &r[y * w..(y + 1) * w];
+            hsum[y * w + x] = cols.iter().map(|&c| row[c] as f64).sum();
+        }
+    }
+    let mut out = vec![0f32; w * h];
+    let norm = (k * k) as f64;
+    for y in 0..h {
+        let rows = offs(y, h);
+        for x in 0..w {
+            let s: f64 = rows.iter().map(|&q| hsum[q * w + x]).sum();
+            out[y * w + x] = (s / norm) as f32;
+        }
+    }
+    out
+}
+
+/// `0.5·(filtered + r)`.
+pub fn blend(r: &[f32], filtered: &[f32]) -> Vec<f32> {
+    r.iter().zip(filtered).map(|(a, b)| 0.5 * (b + a)).collect()
+}
+
+/// The normalised map `clip(2·(r′ − min)/(max(r′ − min) + 1e-9) − 1, 0, 1)` and its
+/// pixels above `threshold`.
+pub fn threshold(blended: &[f32], threshold: f32) -> Vec<u8> {
+    let min = blended.iter().copied().fold(f32::INFINITY, f32::min);
+    let shifted: Vec<f32> = blended.iter().map(|v| v - min).collect();
+    let max = shifted.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    shifted
+        .iter()
+        .map(|v| {
+            let n = (v / (max + 1e-9)) * 2.0 - 1.0;
+            (n.clamp(0.0, 1.0) > threshold) as u8
+        })
+        .collect()
+}
+
+/// LangSplat's `smooth`: each pixel becomes the majority value (0 on a tie) of the
+/// window rows `max(0, i−3) .. min(i+4, h−1)` and columns likewise (ends exclusive, so
+/// the last row and column only count in their neighbours' windows). An empty window
+/// (an image 1 pixel high or wide) gives 0.
+pub fn majority_vote(mask: &[u8], w: usize, h: usize) -> Vec<u8> {
+    // Integral image of the ones.
+    let mut ii = vec![0u32; (w + 1) * (h + 1)];
+    for y in 0..h {
+        for x in 0..w {
+            ii[(y + 1) * (w + 1) + x + 1] =
+                mask[y * w + x] as u32 + ii[y * (w + 1) + x + 1] + ii[(y + 1) * (w + 1) + x]
+                    - ii[y * (w + 1) + x];
+        }
+    }
+    let r = VOTE_RADIUS;
+    let mut out = vec![0u8; w * h];
+    for y in 0..h {
+        let (y0, y1) = (y.saturating_sub(r), (y + r + 1).min(h.saturating_sub(1)));
+        for x in 0..w {
+            let (x0, x1) = (x.saturating_sub(r), (x + r + 1).min(w.saturating_sub(1)));
+            if y1 <= y0 || x1 <= x0 {
+                continue;
+            }
+            let ones = ii[y1 * (w + 1) + x1] + ii[y0 * (w + 1) + x0]
+                - ii[y0 * (w + 1) + x1]
+                - ii[y1 * (w + 1) + x0];
+            let area = ((y1 - y0) * (x1 - x0)) as u32;
+            out[y * w + x] = (ones > area - ones) as u8;
+        }
+    }
+    out
+}
+
+/// Intersection over union of two masks (0 when both are empty).
+pub fn iou(pred: &[u8], gt: &[u8]) -> f64 {
+    let (mut i, mut u) = (0u64, 0u64);
+    for (a, b) in pred.iter().zip(gt) {
+        let (a, b) = (*a != 0, *b != 0);
+        i += (a && b) as u64;
+        u += (a || b) as u64;
+    }
+    if u == 0 { 0.0 } else { i as f64 / u as f64 }
+}
+
+/// Index of the first maximum.
+fn first_max(v: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, x) in v.iter().enumerate() {
+        if *x > v[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// The segmentation of one query across levels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Segmentation {
+    /// Chosen level (index into the levels given).
+    pub level: usize,
+    /// `max r′` of every level.
+    pub scores: Vec<f32>,
+    /// The chosen level's cleaned mask (`[h, w]`, 0/1).
+    pub mask: Vec<u8>,
+    /// The chosen level's blended map r′.
+    pub blended: Vec<f32>,
+}
+
+/// The localization of one query across levels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Localization {
+    /// Chosen level.
+    pub level: usize,
+    /// `max f` of every level.
+    pub scores: Vec<f32>,
+    /// Every pixel `(x, y)` of the chosen level at its maximum.
+    pub candidates: Vec<(u32, u32)>,
+}
+
+fn check(levels: &[Vec<f32>], w: usize, h: usize) -> Result<(), QueryError> {
+    if levels.is_empty() || w == 0 || h == 0 || levels.iter().any(|l| l.len() != w * h) {
+        return Err(QueryError::Shape(format!(
+            "LERF protocol: {} relevancy maps for a {w}x{h} image (each needs {} values)",
+            levels.len(),
+            w * h
+        )));
+    }
+    Ok(())
+}
+
+/// Smoothing, threshold and clean-up of every level; chooses the level by `max r′`.
+pub fn segment(levels: &[Vec<f32>], w: usize, h: usize) -> Result<Segmentation, QueryError> {
+    check(levels, w, h)?;
+    let blended: Vec<Vec<f32>> = levels
+        .iter()
+        .map(|r| blend(r, &box_filter(r, w, h, BOX_SIZE)))
+        .collect();
+    let scores: Vec<f32> = blended
+        .iter()
+        .map(|b| b.iter().copied().fold(f32::NEG_INFINITY, f32::max))
+        .collect();
+    let level = first_max(&scores);
+    let mask = majority_vote(&threshold(&blended[level], MASK_THRESHOLD), w, h);
+    Ok(Segmentation {
+        level,
+        scores,
+        mask,
+        blended: blended.into_iter().nth(level).unwrap_or_default(),
+    })
+}
+
+/// Localization: the level with the largest box-filtered maximum and every pixel at it.
+pub fn localize(levels: &[Vec<f32>], w: usize, h: usize) -> Result<Localization, QueryError> {
+    check(levels, w, h)?;
+    let filtered: Vec<Vec<f32>> = levels
+        .iter()
+        .map(|r| box_filter(r, w, h, BOX_SIZE))
+        .collect();
+    let scores: Vec<f32> = filtered
+        .iter()
+        .map(|f| f.iter().copied().fold(f32::NEG_INFINITY, f32::max))
+        .collect();
+    let level = first_max(&scores);
+    let best = scores[level];
+    let candidates = filtered[level]
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| **v == best)
+        .map(|(i, _)| ((i % w) as u32, (i / w) as u32))
+        .collect();
+    Ok(Localization {
+        level,
+        scores,
+        candidates,
+    })
+}
+
+/// True when any candidate lies inside any box `[x1, y1, x2, y2]` (corners in either
+/// order, bounds inclusive).
+pub fn hit(candidates: &[(u32, u32)], boxes: &[[f64; 4]]) -> bool {
+    boxes.iter().any(|b| {
+        let (x0, x1) = (b[0].min(b[2]), b[0].max(b[2]));
+        let (y0, y1) = (b[1].min(b[3]), b[1].max(b[3]));
+        candidates.iter().any(|&(x, y)| {
+            let (x, y) = (x as f64, y as f64);
+            x >= x0 && x <= x1 && y >= y0 && y <= y1
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests;
