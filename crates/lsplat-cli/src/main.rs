@@ -1,11 +1,17 @@
 //! `lsplat-engine`: train language features on frozen Gaussian splats.
 
+mod autoencoder;
 mod bench;
+mod eval;
 mod info;
+mod query;
+mod render;
 mod run;
 mod scene;
+mod semantic;
 mod synth;
 mod train;
+mod views;
 
 use std::path::PathBuf;
 
@@ -35,6 +41,16 @@ enum Command {
     Import(ImportCommand),
     /// Make a LangSplat-layout dataset for any splat (clustered objects, rendered masks).
     Synth(synth::SynthArgs),
+    /// Render a run's feature images: `[H, W, C]` npy and a PNG per camera.
+    Render(render::RenderArgs),
+    /// LangSplat's 512 → 3 autoencoder: train on a dataset, or encode one.
+    #[command(subcommand)]
+    Autoencoder(autoencoder::AeCommand),
+    /// Relevancy maps of text queries (npy + PNG heat map per camera and query).
+    Query(query::QueryArgs),
+    /// Benchmarks on labelled data (LangSplat's LERF-OVS protocol).
+    #[command(subcommand)]
+    Eval(eval::EvalCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -118,6 +134,10 @@ fn main() -> std::process::ExitCode {
             import_langsplat(&source, &out)
         }
         Command::Synth(a) => synth::run(a),
+        Command::Render(a) => render::run(a),
+        Command::Autoencoder(c) => autoencoder::run(c),
+        Command::Query(a) => query::run(a),
+        Command::Eval(c) => eval::run(c),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

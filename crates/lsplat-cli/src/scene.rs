@@ -20,6 +20,8 @@ pub fn config(args: &SceneArgs) -> Result<Config> {
     for s in &args.set {
         cfg.set(s).with_context(|| format!("--set {s}"))?;
     }
+    // Paths given with --set are relative to the working directory.
+    cfg.resolve_paths(Path::new("."));
     cfg.validate()?;
     Ok(cfg)
 }

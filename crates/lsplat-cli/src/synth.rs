@@ -74,22 +74,14 @@ pub fn run(args: SynthArgs) -> Result<()> {
     std::fs::create_dir_all(&feat_dir)
         .with_context(|| format!("creating {}", feat_dir.display()))?;
     let levels = segment(g, args.objects, args.seed);
-    let mut rng = Rng::new(args.seed ^ 0xfea7);
     let counts = [
         args.objects,
         4 * args.objects,
         2 * args.objects,
         args.objects,
     ];
-    let unit = |rng: &mut Rng| {
-        let v: Vec<f32> = (0..args.dim).map(|_| rng.normal()).collect();
-        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-        v.into_iter().map(|x| x / n).collect::<Vec<f32>>()
-    };
     // Rows: default (= level 3's segments) | s | m | l.
-    let level_rows: Vec<Vec<Vec<f32>>> = (1..4)
-        .map(|l| (0..counts[l]).map(|_| unit(&mut rng)).collect())
-        .collect();
+    let level_rows = segment_features(args.dim, args.objects, args.seed);
     let mut table: Vec<f32> = level_rows[2].concat();
     for rows in &level_rows {
         table.extend(rows.concat());
@@ -104,7 +96,7 @@ pub fn run(args: SynthArgs) -> Result<()> {
     let geom = dev.upload_geometry(g)?;
     let mut valid = [0u64; 4];
     let mut pixels = 0u64;
-    for cam in &cameras {
+    for (ci, cam) in cameras.iter().enumerate() {
         let maps = render_segments(&dev, &geom, cam, &levels)?;
         let hw = cam.pixel_count();
         let mut s = vec![-1f32; 4 * hw];
@@ -131,7 +123,7 @@ pub fn run(args: SynthArgs) -> Result<()> {
         write_npy_f32(
             &feat_dir.join(format!("{}_f.npy", cam.name)),
             &[table.len() / args.dim, args.dim],
-            &table,
+            &view_jitter(&table, args.dim, args.seed, ci as u64),
         )?;
         write_npy_f32(
             &feat_dir.join(format!("{}_s.npy", cam.name)),
@@ -171,6 +163,59 @@ pub fn run(args: SynthArgs) -> Result<()> {
 
 fn absolute(p: &Path) -> Result<PathBuf> {
     std::path::absolute(p).with_context(|| format!("resolving {}", p.display()))
+}
+
+/// Unit features of the segments of levels 1, 2 and 3 (`[level][segment]`).
+///
+/// Up to 3-D (LangSplat V1 codes) they are independent random unit vectors. Wider
+/// features get the structure CLIP features of a scene's masks have: every feature
+/// shares a common direction, objects (level 3) differ from each other (cosine ≈ 0.6),
+/// parts (level 2) stay near their object (≈ 0.9) and sub-parts (level 1) near their
+/// part (≈ 0.9), so the levels are nested.
+pub fn segment_features(dim: usize, objects: usize, seed: u64) -> [Vec<Vec<f32>>; 3] {
+    let mut rng = Rng::new(seed ^ 0xfea7);
+    let gauss = |rng: &mut Rng| (0..dim).map(|_| rng.normal()).collect::<Vec<f32>>();
+    let unit = |v: Vec<f32>| {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        v.into_iter().map(|x| x / n).collect::<Vec<f32>>()
+    };
+    if dim <= 3 {
+        let mut level = |n: usize| (0..n).map(|_| unit(gauss(&mut rng))).collect::<Vec<_>>();
+        let (l1, l2, l3) = (level(4 * objects), level(2 * objects), level(objects));
+        return [l1, l2, l3];
+    }
+    let near = |base: &[f32], spread: f32, rng: &mut Rng| {
+        let r = unit(gauss(rng));
+        unit(base.iter().zip(&r).map(|(b, x)| b + spread * x).collect())
+    };
+    let common = unit(gauss(&mut rng));
+    let l3: Vec<Vec<f32>> = (0..objects).map(|_| near(&common, 0.8, &mut rng)).collect();
+    // Segment j of a level is a half of segment j / 2 of the level above.
+    let l2: Vec<Vec<f32>> = (0..2 * objects)
+        .map(|j| near(&l3[j / 2], 0.5, &mut rng))
+        .collect();
+    let l1: Vec<Vec<f32>> = (0..4 * objects)
+        .map(|j| near(&l2[j / 2], 0.5, &mut rng))
+        .collect();
+    [l1, l2, l3]
+}
+
+/// Camera `view`'s copy of the feature table: for features wider than 3, every row
+/// moves a little (cosine ≈ 0.98 to the segment's feature), as CLIP features of one mask
+/// differ between views; codes (≤ 3-D) are copied unchanged.
+pub fn view_jitter(table: &[f32], dim: usize, seed: u64, view: u64) -> Vec<f32> {
+    if dim <= 3 {
+        return table.to_vec();
+    }
+    let mut rng = Rng::new(seed ^ 0x1171 ^ view.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let sigma = 0.2 / (dim as f32).sqrt();
+    let mut out = Vec::with_capacity(table.len());
+    for row in table.chunks_exact(dim) {
+        let v: Vec<f32> = row.iter().map(|x| x + sigma * rng.normal()).collect();
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        out.extend(v.into_iter().map(|x| x / n));
+    }
+    out
 }
 
 /// Orbit cameras around the splat (written to `<out>/cameras.json`).

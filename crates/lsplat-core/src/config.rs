@@ -322,7 +322,9 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Makes the scene paths absolute relative to `base`.
+    /// Makes the scene paths absolute: relative ones are taken relative to `base`
+    /// (itself made absolute against the working directory), so a run directory's
+    /// `config.toml` names its inputs wherever it is read from.
     pub fn resolve_paths(&mut self, base: &Path) {
         for p in [
             &mut self.scene.splats,
@@ -333,7 +335,8 @@ impl Config {
         .flatten()
         {
             if p.is_relative() {
-                *p = base.join(&*p);
+                let joined = base.join(&*p);
+                *p = std::path::absolute(&joined).unwrap_or(joined);
             }
         }
     }
@@ -518,5 +521,15 @@ mod tests {
         c.resolve_paths(Path::new("/scenes"));
         assert_eq!(c.scene.splats.unwrap(), PathBuf::from("/scenes/a.ply"));
         assert_eq!(c.scene.dataset.unwrap(), PathBuf::from("/abs/ds"));
+        // A relative base (a scene file given as `g/s.toml`) still gives absolute paths.
+        let mut c = Config::default();
+        c.scene.cameras = Some("cams.json".into());
+        c.resolve_paths(Path::new("g"));
+        let p = c.scene.cameras.unwrap();
+        assert!(
+            p.is_absolute() && p.ends_with("g/cams.json"),
+            "{}",
+            p.display()
+        );
     }
 }

@@ -8,6 +8,7 @@
 pub mod cameras;
 pub mod dataset;
 pub mod demo;
+pub mod embeddings;
 pub mod error;
 pub mod io;
 pub mod labels;
@@ -16,6 +17,7 @@ pub mod npy;
 pub mod npz;
 pub mod output;
 pub mod ply;
+pub mod run_dir;
 pub mod scene;
 #[cfg(test)]
 pub(crate) mod testdata;

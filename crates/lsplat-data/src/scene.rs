@@ -37,23 +37,7 @@ pub fn load_scene(scene: &SceneConfig) -> Result<LoadedScene, DataError> {
     let names: Vec<String> = cameras.iter().map(|c| c.name.clone()).collect();
     let labels = crate::dataset::load_dataset_labels(dataset, scene.level, &names)?;
     for (cam, lab) in cameras.iter_mut().zip(&labels) {
-        if (cam.width, cam.height) == (lab.width, lab.height) {
-            continue;
-        }
-        let (ax, ay) = (
-            lab.width as f64 / cam.width as f64,
-            lab.height as f64 / cam.height as f64,
-        );
-        if (ax / ay - 1.0).abs() > 0.02 {
-            return Err(DataError::Labels {
-                image: lab.name.clone(),
-                problem: format!(
-                    "labels are {}x{} but camera `{}` is {}x{}: the aspect ratios differ",
-                    lab.width, lab.height, cam.name, cam.width, cam.height
-                ),
-            });
-        }
-        *cam = cam.rescaled(lab.width, lab.height);
+        *cam = fit_camera(cam, &lab.name, (lab.width, lab.height))?;
     }
     let data = SceneData {
         gaussians: ply.gaussians.clone(),
@@ -62,4 +46,31 @@ pub fn load_scene(scene: &SceneConfig) -> Result<LoadedScene, DataError> {
     };
     data.validate()?;
     Ok(LoadedScene { data, ply })
+}
+
+/// `cam` at the size of its labels (`image`'s map): unchanged when the sizes agree,
+/// rescaled when they differ (a downscaled image set, LangSplat's height-1080 rule); an
+/// error when the aspect ratios differ by more than 2%.
+pub fn fit_camera(
+    cam: &lsplat_core::Camera,
+    image: &str,
+    (width, height): (u32, u32),
+) -> Result<lsplat_core::Camera, DataError> {
+    if (cam.width, cam.height) == (width, height) {
+        return Ok(cam.clone());
+    }
+    let (ax, ay) = (
+        width as f64 / cam.width as f64,
+        height as f64 / cam.height as f64,
+    );
+    if (ax / ay - 1.0).abs() > 0.02 {
+        return Err(DataError::Labels {
+            image: image.to_string(),
+            problem: format!(
+                "labels are {width}x{height} but camera `{}` is {}x{}: the aspect ratios differ",
+                cam.name, cam.width, cam.height
+            ),
+        });
+    }
+    Ok(cam.rescaled(width, height))
 }

@@ -9,12 +9,14 @@
 //! Both files hold one row group per image, so writing and reading stream image by
 //! image; a dense `[D, H, W]` target is never built.
 
+pub mod features;
 pub mod import;
 pub mod read;
 pub mod rle;
 pub mod schema;
 pub mod write;
 
+pub use features::{FeatureRows, map_dataset_features, read_feature_rows};
 pub use import::import_langsplat;
 pub use read::load_dataset_labels;
 pub use rle::Runs;

@@ -43,14 +43,14 @@ pub struct ImportSummary {
 }
 
 /// One open output: its pending target and Parquet writer.
-struct Output {
+pub(crate) struct Output {
     target: AtomicTarget,
     writer: ArrowWriter<File>,
     schema: SchemaRef,
 }
 
 impl Output {
-    fn open(path: &Path, schema: Schema, dim: usize) -> Result<Output, DataError> {
+    pub(crate) fn open(path: &Path, schema: Schema, dim: usize) -> Result<Output, DataError> {
         let meta = vec![
             KeyValue::new("lsplat.version".into(), FORMAT_VERSION.to_string()),
             KeyValue::new("lsplat.dim".into(), dim.to_string()),
@@ -72,7 +72,7 @@ impl Output {
     }
 
     /// Writes one batch as its own row group.
-    fn write(&mut self, columns: Vec<ArrayRef>) -> Result<(), DataError> {
+    pub(crate) fn write(&mut self, columns: Vec<ArrayRef>) -> Result<(), DataError> {
         let path = self.target.path().to_path_buf();
         let err = |e: String| DataError::format(&path, e);
         let batch =
@@ -81,7 +81,7 @@ impl Output {
         self.writer.flush().map_err(|e| err(e.to_string()))
     }
 
-    fn commit(self) -> Result<(), DataError> {
+    pub(crate) fn commit(self) -> Result<(), DataError> {
         let file = self
             .writer
             .into_inner()

@@ -1,0 +1,198 @@
+//! Rendering a run's features at whole images, band by band, for `render`, `query` and
+//! `eval`. Every band is a run of full tile rows, so it is a contiguous range of image
+//! rows; features are uploaded once with a column of ones appended, so each pixel also
+//! gets its opacity α = Σ αᵢTᵢ (what empty space and edges look like in pictures).
+
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use lsplat_core::config::BackendKind;
+use lsplat_core::{Camera, Gaussians, TileGrid};
+use lsplat_device::{Backend, PixelSet};
+use lsplat_render::cache::{Scratch, bin, project};
+
+/// Values kept per band (bounds a band's memory to ~64 MB of f32).
+const BAND_VALUES: usize = 16 << 20;
+
+/// One band of a rendered image: rows `y0 .. y0 + rows` of width `width`, with
+/// `channels` feature values and one opacity per pixel, row-major.
+pub struct Band<'a> {
+    /// First row.
+    pub y0: u32,
+    /// Image width.
+    pub width: u32,
+    /// Features `[rows·width, channels]`.
+    pub features: &'a [f32],
+    /// Opacity per pixel.
+    pub alpha: &'a [f32],
+}
+
+/// A run's features resident on a device, ready to render any camera.
+pub struct Views<'a, B: Backend> {
+    dev: &'a B,
+    geometry: B::Geometry,
+    features: B::Buf<f32>,
+    channels: usize,
+    tile: u32,
+    clip: (f32, f32),
+}
+
+impl<'a, B: Backend> Views<'a, B> {
+    /// Uploads the splats and `[N, channels]` features (plus a ones column).
+    pub fn new(
+        dev: &'a B,
+        gaussians: &Gaussians,
+        features: &[f32],
+        channels: usize,
+        cfg: &lsplat_core::Config,
+    ) -> Result<Self> {
+        let mut padded = Vec::with_capacity(features.len() / channels * (channels + 1));
+        for row in features.chunks_exact(channels) {
+            padded.extend_from_slice(row);
+            padded.push(1.0);
+        }
+        Ok(Views {
+            dev,
+            geometry: dev.upload_geometry(gaussians)?,
+            features: dev.upload(&padded)?,
+            channels,
+            tile: cfg.render.tile_size,
+            clip: (cfg.render.near, cfg.render.far),
+        })
+    }
+
+    /// Feature channels C.
+    pub fn channels(&self) -> usize {
+        self.channels
+    }
+
+    /// Renders `cam` band by band, top to bottom, calling `sink` with each band.
+    pub fn render(&self, cam: &Camera, mut sink: impl FnMut(Band<'_>) -> Result<()>) -> Result<()> {
+        let grid = TileGrid::new(self.tile, cam.width, cam.height);
+        let mut scratch = Scratch::<B>::default();
+        project(self.dev, &self.geometry, cam, grid, self.clip, &mut scratch)?;
+        bin(self.dev, grid, &mut scratch)?;
+        let c1 = self.channels + 1;
+        let w = cam.width as usize;
+        let tile_rows = (BAND_VALUES / (w * self.tile as usize * c1)).max(1) as u32;
+        let band_h = tile_rows * self.tile;
+        let (mut feats, mut alpha) = (Vec::new(), Vec::new());
+        let mut out: Option<B::Buf<f32>> = None;
+        for y0 in (0..cam.height).step_by(band_h as usize) {
+            let y1 = (y0 + band_h).min(cam.height);
+            let (order, offsets) = grid.select_pixels(|p| {
+                let y = p / cam.width;
+                y >= y0 && y < y1
+            });
+            let set = PixelSet::upload(self.dev, grid, &order, &offsets)?;
+            if set.len == 0 {
+                continue;
+            }
+            let buf = match out.take() {
+                Some(b) if B::buf_len(&b) >= set.len * c1 => b,
+                _ => self.dev.alloc::<f32>(set.len * c1)?,
+            };
+            let buf = out.insert(buf);
+            self.dev.rasterize(
+                &scratch.projection,
+                &scratch.bins,
+                &set,
+                &self.features,
+                c1,
+                buf,
+            )?;
+            let tiled = self.dev.download(buf)?;
+            let n = (y1 - y0) as usize * w;
+            let tiled = &tiled[..set.len * c1];
+            feats.clear();
+            feats.resize(n * self.channels, 0.0);
+            alpha.clear();
+            alpha.resize(n, 0.0);
+            let base = y0 as usize * w;
+            for (i, &p) in order.iter().enumerate() {
+                let q = p as usize - base;
+                let src = &tiled[i * c1..(i + 1) * c1];
+                feats[q * self.channels..(q + 1) * self.channels]
+                    .copy_from_slice(&src[..self.channels]);
+                alpha[q] = src[self.channels];
+            }
+            sink(Band {
+                y0,
+                width: cam.width,
+                features: &feats,
+                alpha: &alpha,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// A progress bar on stderr (hidden when `show` is false).
+pub fn progress(len: u64, what: &str, show: bool) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    if !show {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar.set_style(
+        ProgressStyle::with_template(&format!("{{bar:30}} {{pos}}/{{len}} {what}  {{msg}}"))
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// Parses a `--backend` value.
+pub fn backend_kind(name: &str) -> Result<BackendKind> {
+    Ok(match name {
+        "cpu" => BackendKind::Cpu,
+        "simt" => BackendKind::Simt,
+        "cuda" => BackendKind::Cuda,
+        "hip" => BackendKind::Hip,
+        other => bail!("--backend {other}: expected cpu, simt, cuda or hip"),
+    })
+}
+
+/// The cameras named in `names` (all when empty), in the run's order; an unknown name
+/// is an error listing the cameras.
+pub fn pick_cameras<'c>(cameras: &'c [Camera], names: &[String]) -> Result<Vec<&'c Camera>> {
+    if names.is_empty() {
+        return Ok(cameras.iter().collect());
+    }
+    names
+        .iter()
+        .map(|n| {
+            cameras.iter().find(|c| &c.name == n).with_context(|| {
+                let all: Vec<&str> = cameras.iter().take(20).map(|c| c.name.as_str()).collect();
+                format!(
+                    "no camera `{n}` in the run (cameras: {}{})",
+                    all.join(", "),
+                    if cameras.len() > 20 { ", …" } else { "" }
+                )
+            })
+        })
+        .collect()
+}
+
+/// A file-name-safe form of a phrase (`coffee mug` → `coffee_mug`).
+pub fn file_stem(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A run with the device it renders on: the run's configured backend, or `backend`.
+pub fn open_run(
+    dir: &std::path::Path,
+    backend: Option<&str>,
+) -> Result<(lsplat_data::run_dir::RunInputs, lsplat_render::Device)> {
+    let mut run = lsplat_data::run_dir::load_run(dir)?;
+    if let Some(b) = backend {
+        run.config.device.backend = backend_kind(b)?;
+    }
+    let dev = lsplat_render::Device::open(&run.config.device, &run.config.simt)?;
+    Ok((run, dev))
+}

@@ -1,0 +1,131 @@
+//! Reading back what a run directory holds (written by `train`, or by any tool that
+//! writes the same files): the resolved configuration, the per-Gaussian features as
+//! composited, and the scene they belong to (splats and cameras at training size).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use lsplat_core::{Camera, Config, Gaussians};
+
+use crate::DataError;
+
+/// File names of a run directory.
+pub const CONFIG_FILE: &str = "config.toml";
+/// Per-Gaussian features `[N, C]`, exactly as composited.
+pub const FEATURES_NPY: &str = "features.npy";
+
+/// A run's configuration, features and scene.
+pub struct RunInputs {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// Its resolved configuration.
+    pub config: Config,
+    /// The frozen Gaussians.
+    pub gaussians: Gaussians,
+    /// Cameras sorted by name, at the training resolution.
+    pub cameras: Vec<Camera>,
+    /// `[N, C]` features as composited (unit rows for LangSplat V1 runs).
+    pub features: Vec<f32>,
+    /// Channels C.
+    pub channels: usize,
+}
+
+impl RunInputs {
+    /// The camera named `name`.
+    pub fn camera(&self, name: &str) -> Option<&Camera> {
+        self.cameras.iter().find(|c| c.name == name)
+    }
+}
+
+/// Image sizes `(width, height)` by image name, from a dataset's `masks.parquet`.
+pub fn image_sizes(dataset_dir: &Path) -> Result<HashMap<String, (u32, u32)>, DataError> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let mp = dataset_dir.join(crate::dataset::MASKS_FILE);
+    let file = std::fs::File::open(&mp).map_err(|e| DataError::io(&mp, e))?;
+    let err = |e: String| DataError::format(&mp, format!("not a readable Parquet file: {e}"));
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .map_err(|e| err(e.to_string()))?;
+    let mut sizes = HashMap::new();
+    for batch in reader {
+        let b = batch.map_err(|e| err(e.to_string()))?;
+        let c = crate::dataset::schema::Columns {
+            batch: &b,
+            path: &mp,
+        };
+        let (img, h, w) = (c.str("image")?, c.u32("height")?, c.u32("width")?);
+        for i in 0..b.num_rows() {
+            sizes.insert(img.value(i).to_string(), (w.value(i), h.value(i)));
+        }
+    }
+    Ok(sizes)
+}
+
+/// Reads a run directory: `config.toml`, `features.npy`, and the scene the
+/// configuration names (the embedded demo is regenerated from its `demo` section).
+pub fn load_run(dir: &Path) -> Result<RunInputs, DataError> {
+    let cfg_path = dir.join(CONFIG_FILE);
+    if !cfg_path.is_file() {
+        return Err(DataError::format(
+            dir,
+            format!("not a run directory (no {CONFIG_FILE})"),
+        ));
+    }
+    let config = Config::load(&cfg_path)?;
+    let fp = dir.join(FEATURES_NPY);
+    let arr = crate::npy::read_npy(&fp)?;
+    let [n, channels] = arr.shape[..] else {
+        return Err(DataError::format(
+            &fp,
+            format!("shape {:?}; expected [gaussians, channels]", arr.shape),
+        ));
+    };
+    if channels == 0 || arr.data.iter().any(|v| !v.is_finite()) {
+        return Err(DataError::format(
+            &fp,
+            "no channels, or a value that is not finite",
+        ));
+    }
+    let (gaussians, cameras) = if config.scene.is_demo() {
+        let demo = crate::demo::generate(&config.demo, config.scene.level)?;
+        (demo.scene.gaussians, demo.scene.cameras)
+    } else {
+        let sc = &config.scene;
+        let need = |p: &Option<PathBuf>, k: &str| {
+            p.clone()
+                .ok_or_else(|| DataError::format(&cfg_path, format!("`scene.{k}` is missing")))
+        };
+        let (splats, cams, dataset) = (
+            need(&sc.splats, "splats")?,
+            need(&sc.cameras, "cameras")?,
+            need(&sc.dataset, "dataset")?,
+        );
+        let ply = crate::ply::read_ply(&splats)?;
+        let mut cameras = crate::cameras::load_cameras(&cams)?;
+        cameras.sort_by(|a, b| a.name.cmp(&b.name));
+        let sizes = image_sizes(&dataset)?;
+        for cam in &mut cameras {
+            if let Some(&size) = sizes.get(&cam.name) {
+                *cam = crate::scene::fit_camera(cam, &cam.name.clone(), size)?;
+            }
+        }
+        (ply.gaussians, cameras)
+    };
+    if gaussians.len() != n {
+        return Err(DataError::format(
+            &fp,
+            format!(
+                "{n} feature rows but the scene has {} Gaussians",
+                gaussians.len()
+            ),
+        ));
+    }
+    Ok(RunInputs {
+        dir: dir.to_path_buf(),
+        config,
+        gaussians,
+        cameras,
+        features: arr.data,
+        channels,
+    })
+}
