@@ -133,59 +133,67 @@ pub fn map_dataset_features(
             "the output dataset must differ from the input",
         ));
     }
+    let created = !out_dir.exists();
     std::fs::create_dir_all(out_dir).map_err(|e| DataError::io(out_dir, e))?;
-    let (sf, sm) = (src_dir.join(FEATURES_FILE), src_dir.join(MASKS_FILE));
-    let mut features = Output::open(
-        &out_dir.join(FEATURES_FILE),
-        features_schema(new_dim),
-        new_dim,
-    )?;
-    let mut rows = 0;
-    for_each_row_group(&sf, |b| {
-        let c = Columns {
-            batch: b,
-            path: &sf,
-        };
-        let (img, lv, ids) = (c.str("image")?, c.u8("level")?, c.u32("mask_id")?);
-        let (feat, d) = c.features("feature")?;
-        let mapped = map(flat_values(feat), d)?;
-        if mapped.len() != b.num_rows() * new_dim {
-            return Err(DataError::format(
-                &sf,
-                format!(
-                    "mapping {} rows gave {} values, not rows of {new_dim}",
-                    b.num_rows(),
-                    mapped.len()
-                ),
-            ));
-        }
-        rows += b.num_rows();
-        let item = Arc::new(Field::new_list_field(DataType::Float32, false));
-        let fsl = FixedSizeListArray::try_new(
-            item,
-            new_dim as i32,
-            Arc::new(Float32Array::from(mapped)),
-            None,
-        )
-        .map_err(|e| DataError::format(&sf, e.to_string()))?;
-        features.write(vec![
-            Arc::new(img.clone()) as ArrayRef,
-            Arc::new(lv.clone()),
-            Arc::new(ids.clone()),
-            Arc::new(fsl),
-        ])
-    })?;
-    let mut masks = Output::open(&out_dir.join(MASKS_FILE), masks_schema(), new_dim)?;
-    for_each_row_group(&sm, |b| {
-        let batch = b
-            .clone()
-            .with_schema(Arc::new(masks_schema()))
-            .map_err(|e| {
-                DataError::format(&sm, format!("columns do not match the masks schema: {e}"))
-            })?;
-        masks.write(batch.columns().to_vec())
-    })?;
-    features.commit()?;
-    masks.commit()?;
-    Ok(rows)
+    let result = (|| {
+        let (sf, sm) = (src_dir.join(FEATURES_FILE), src_dir.join(MASKS_FILE));
+        let mut features = Output::open(
+            &out_dir.join(FEATURES_FILE),
+            features_schema(new_dim),
+            new_dim,
+        )?;
+        let mut rows = 0;
+        for_each_row_group(&sf, |b| {
+            let c = Columns {
+                batch: b,
+                path: &sf,
+            };
+            let (img, lv, ids) = (c.str("image")?, c.u8("level")?, c.u32("mask_id")?);
+            let (feat, d) = c.features("feature")?;
+            let mapped = map(flat_values(feat), d)?;
+            if mapped.len() != b.num_rows() * new_dim {
+                return Err(DataError::format(
+                    &sf,
+                    format!(
+                        "mapping {} rows gave {} values, not rows of {new_dim}",
+                        b.num_rows(),
+                        mapped.len()
+                    ),
+                ));
+            }
+            rows += b.num_rows();
+            let item = Arc::new(Field::new_list_field(DataType::Float32, false));
+            let fsl = FixedSizeListArray::try_new(
+                item,
+                new_dim as i32,
+                Arc::new(Float32Array::from(mapped)),
+                None,
+            )
+            .map_err(|e| DataError::format(&sf, e.to_string()))?;
+            features.write(vec![
+                Arc::new(img.clone()) as ArrayRef,
+                Arc::new(lv.clone()),
+                Arc::new(ids.clone()),
+                Arc::new(fsl),
+            ])
+        })?;
+        let mut masks = Output::open(&out_dir.join(MASKS_FILE), masks_schema(), new_dim)?;
+        for_each_row_group(&sm, |b| {
+            let batch = b
+                .clone()
+                .with_schema(Arc::new(masks_schema()))
+                .map_err(|e| {
+                    DataError::format(&sm, format!("columns do not match the masks schema: {e}"))
+                })?;
+            masks.write(batch.columns().to_vec())
+        })?;
+        features.commit()?;
+        masks.commit()?;
+        Ok(rows)
+    })();
+    if result.is_err() && created {
+        // Only an empty folder is removed: nothing was committed.
+        let _ = std::fs::remove_dir(out_dir);
+    }
+    result
 }

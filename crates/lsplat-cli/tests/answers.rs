@@ -1,0 +1,516 @@
+//! From features to answers, end to end through the binary: `render` against the
+//! float64 reference renderer, the autoencoder → V1 training → `query` chain checked
+//! against the library's relevancy of the rendered, decoded features, `eval lerf`,
+//! and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use lsplat_core::config::DemoConfig;
+use lsplat_data::io::write_npy_f32;
+use lsplat_data::npy::read_npy;
+use lsplat_tests::reference;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lsplat-engine"))
+}
+
+fn run(args: &[&str]) -> Output {
+    let o = bin().args(args).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("panicked"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The error of a command that must fail.
+fn fails(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(!o.status.success(), "{args:?} should fail");
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+const DEMO: [&str; 10] = [
+    "--set",
+    "demo.gaussians=600",
+    "--set",
+    "demo.cameras=3",
+    "--set",
+    "demo.width=40",
+    "--set",
+    "demo.height=30",
+    "--set",
+    "log.progress=false",
+];
+
+#[test]
+fn render_matches_the_float64_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let mut args = vec![
+        "train",
+        "--set",
+        "train.iterations=30",
+        "--set",
+        "train.init_std=0.1",
+    ];
+    args.extend(DEMO);
+    args.extend(["--out", s(&run_dir)]);
+    ok(&args);
+    let out = dir.path().join("render");
+    let text = ok(&[
+        "render",
+        "--run",
+        s(&run_dir),
+        "--cameras",
+        "demo_001",
+        "--out",
+        s(&out),
+    ]);
+    assert!(text.contains("rendered 1 cameras"), "{text}");
+    assert!(out.join("demo_001.png").is_file());
+    assert!(!out.join("demo_000.npy").exists(), "only the named camera");
+    let img = read_npy(&out.join("demo_001.npy")).unwrap();
+    assert_eq!(img.shape, vec![30, 40, 3]);
+    // The reference: the demo regenerated, the run's features composited in f64.
+    let demo = lsplat_data::demo::generate(
+        &DemoConfig {
+            gaussians: 600,
+            cameras: 3,
+            width: 40,
+            height: 30,
+            ..Default::default()
+        },
+        1,
+    )
+    .unwrap();
+    let cam = &demo.scene.cameras[1];
+    let feats = read_npy(&run_dir.join("features.npy")).unwrap().data;
+    let splats = reference::project(&demo.scene.gaussians, cam, 0.01, 1e10);
+    let (mut checked, mut covered) = (0, 0);
+    for y in 0..30u32 {
+        for x in 0..40u32 {
+            let r = reference::pixel(&splats, &feats, 3, x, y, 1e-4);
+            if r.ambiguous {
+                continue;
+            }
+            let p = (y * 40 + x) as usize;
+            for c in 0..3 {
+                let got = img.data[p * 3 + c] as f64;
+                assert!(
+                    (got - r.value[c]).abs() < 1e-4,
+                    "pixel ({x}, {y}) channel {c}: {got} vs {}",
+                    r.value[c]
+                );
+            }
+            checked += 1;
+            covered += (!r.weights.is_empty()) as usize;
+        }
+    }
+    assert!(
+        checked > 1100 && covered > 200,
+        "{checked} checked, {covered} covered"
+    );
+}
+
+/// A tiny splat (the demo's Gaussians) with a 512-D synth dataset beside it.
+struct Synth {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+fn synth_512() -> Synth {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let demo = lsplat_data::demo::generate(
+        &DemoConfig {
+            gaussians: 1500,
+            objects: 3,
+            ..Default::default()
+        },
+        1,
+    )
+    .unwrap();
+    let n = demo.scene.gaussians.len();
+    let ply = lsplat_data::ply::SplatPly {
+        gaussians: demo.scene.gaussians,
+        sh_degree: 0,
+        sh_dc: vec![[0.0; 3]; n],
+        sh_rest: Vec::new(),
+        extra_names: Vec::new(),
+        extra: Vec::new(),
+    };
+    lsplat_data::ply::write_ply(&root.join("tiny.ply"), &ply).unwrap();
+    ok(&[
+        "synth",
+        "--splats",
+        s(&root.join("tiny.ply")),
+        "--orbit",
+        "4",
+        "--width",
+        "48",
+        "--height",
+        "36",
+        "--up",
+        "z",
+        "--objects",
+        "3",
+        "--dim",
+        "512",
+        "--out",
+        s(&root),
+    ]);
+    ok(&[
+        "import",
+        "langsplat",
+        "--source",
+        s(&root.join("language_features")),
+        "--out",
+        s(&root.join("d512")),
+    ]);
+    Synth { _dir: dir, root }
+}
+
+/// Text embeddings: the canonical phrases (random unit vectors) and one query per
+/// level-3 object (its synth feature), as `.npy` + `.txt`.
+fn write_text(root: &Path, dim: usize) -> PathBuf {
+    let table = read_npy(&root.join("language_features/frame_00001_f.npy")).unwrap();
+    let d = table.shape[1];
+    let mut rng = lsplat_core::Rng::new(5);
+    let mut names = vec!["object", "things", "stuff", "texture"]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+    let mut values: Vec<f32> = (0..4 * dim).map(|_| rng.normal()).collect();
+    // Rows 0..3 of the table are the default level (= the objects).
+    for k in 0..3 {
+        names.push(format!("thing {k}"));
+        values.extend((0..dim).map(|j| if j < d { table.data[k * d + j] } else { 0.0 }));
+    }
+    let p = root.join(format!("text{dim}.npy"));
+    write_npy_f32(&p, &[names.len(), dim], &values).unwrap();
+    std::fs::write(p.with_extension("txt"), names.join("\n")).unwrap();
+    p
+}
+
+fn scene_with(root: &Path, dataset: &str) -> PathBuf {
+    let text = std::fs::read_to_string(root.join("scene.toml"))
+        .unwrap()
+        .replace("dataset = \"dataset\"", &format!("dataset = \"{dataset}\""));
+    let p = root.join(format!("scene_{dataset}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn autoencoder_v1_training_and_queries() {
+    let sy = synth_512();
+    let r = &sy.root;
+    let ae = r.join("ae.safetensors");
+    let out = ok(&[
+        "autoencoder",
+        "train",
+        "--dataset",
+        s(&r.join("d512")),
+        "--out",
+        s(&ae),
+        "--epochs",
+        "8",
+        "--quiet",
+    ]);
+    assert!(
+        out.contains("rows/s") && out.contains("kept epoch"),
+        "{out}"
+    );
+    ok(&[
+        "autoencoder",
+        "encode",
+        "--model",
+        s(&ae),
+        "--dataset",
+        s(&r.join("d512")),
+        "--out",
+        s(&r.join("d3")),
+    ]);
+    let (a, b) = (
+        lsplat_data::dataset::read_feature_rows(&r.join("d512")).unwrap(),
+        lsplat_data::dataset::read_feature_rows(&r.join("d3")).unwrap(),
+    );
+    assert_eq!((a.dim, b.dim, a.rows()), (512, 3, b.rows()));
+    let model = lsplat_ae::load_model(&ae).unwrap().model;
+    assert_eq!(
+        b.values,
+        model.encode(&a.values).unwrap(),
+        "encode = the model's encoder"
+    );
+    // Train V1 on the codes, then query through the decoder.
+    let run3 = r.join("run3");
+    let scene = scene_with(r, "d3");
+    ok(&[
+        "train",
+        "--scene",
+        s(&scene),
+        "--set",
+        "train.iterations=60",
+        "--set",
+        "train.init_std=0.1",
+        "--set",
+        "log.progress=false",
+        "--out",
+        s(&run3),
+    ]);
+    let text = write_text(r, 512);
+    let q = r.join("q");
+    let said = ok(&[
+        "query",
+        "--run",
+        s(&run3),
+        "--text",
+        s(&text),
+        "--model",
+        s(&ae),
+        "--out",
+        s(&q),
+        "--cameras",
+        "frame_00002",
+    ]);
+    assert!(said.contains("3 queries on 1 cameras"), "{said}");
+    let rel = read_npy(&q.join("frame_00002/thing_1.npy")).unwrap();
+    assert_eq!(rel.shape, vec![36, 48]);
+    assert!(q.join("frame_00002/thing_1.png").is_file());
+    // The same numbers from the library: render, decode, relevancy.
+    let rd = r.join("render");
+    ok(&[
+        "render",
+        "--run",
+        s(&run3),
+        "--cameras",
+        "frame_00002",
+        "--out",
+        s(&rd),
+    ]);
+    let img = read_npy(&rd.join("frame_00002.npy")).unwrap();
+    let dec = model.decode(&img.data, 1).unwrap();
+    let t = lsplat_data::embeddings::read_embeddings(&text).unwrap();
+    let pos = t.stack(&["thing 1"]).unwrap();
+    let neg = t.stack(&lsplat_query::CANONICAL).unwrap();
+    let want = lsplat_query::relevancy(&dec, 512, &pos, &neg).unwrap();
+    for (g, w) in rel.data.iter().zip(&want) {
+        assert!((g - w).abs() < 1e-5, "{g} vs {w}");
+    }
+    // Bad input: a 3-channel run without a model; a model of another dimension;
+    // embeddings of the wrong width; a missing canonical phrase.
+    let e = fails(&[
+        "query",
+        "--run",
+        s(&run3),
+        "--text",
+        s(&text),
+        "--out",
+        s(&r.join("x")),
+    ]);
+    assert!(e.contains("give --model"), "{e}");
+    let e = fails(&[
+        "autoencoder",
+        "encode",
+        "--model",
+        s(&ae),
+        "--dataset",
+        s(&r.join("d3")),
+        "--out",
+        s(&r.join("x")),
+    ]);
+    assert!(
+        e.contains("ae.safetensors") && e.contains("512-D") && e.contains("3-D"),
+        "{e}"
+    );
+    let narrow = write_text(r, 256);
+    let e = fails(&[
+        "query",
+        "--run",
+        s(&run3),
+        "--text",
+        s(&narrow),
+        "--model",
+        s(&ae),
+        "--out",
+        s(&r.join("x")),
+    ]);
+    assert!(e.contains("text256.npy") && e.contains("256-D"), "{e}");
+    std::fs::write(
+        text.with_extension("txt"),
+        "object\nthings\nstuff\nsurface\nthing 0\nthing 1\nthing 2",
+    )
+    .unwrap();
+    let e = fails(&[
+        "query",
+        "--run",
+        s(&run3),
+        "--text",
+        s(&text),
+        "--model",
+        s(&ae),
+        "--out",
+        s(&r.join("x")),
+    ]);
+    assert!(
+        e.contains("text512.npy") && e.contains("\"texture\""),
+        "{e}"
+    );
+    assert!(!r.join("x").exists(), "nothing written for bad input");
+}
+
+fn label(root: &Path, frame: &str, (w, h): (u32, u32), objects: &str) -> PathBuf {
+    let dir = root.join("labels");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(format!("{frame}.json"));
+    std::fs::write(
+        &p,
+        format!(
+            r#"{{"info": {{"width": {w}, "height": {h}, "name": "{frame}.jpg"}}, "objects": [{objects}]}}"#
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+/// A 512-D run evaluated on labels made from synth's own level-3 masks: each object's
+/// mask is the ground truth of the query "thing k".
+#[test]
+fn eval_lerf_on_known_masks() {
+    let sy = synth_512();
+    let r = &sy.root;
+    let run = r.join("run512");
+    let scene = scene_with(r, "d512");
+    ok(&[
+        "train",
+        "--scene",
+        s(&scene),
+        "--set",
+        "train.iterations=150",
+        "--set",
+        "train.init_std=0.1",
+        "--set",
+        "train.loss=cosine",
+        "--set",
+        "train.normalize=false",
+        "--set",
+        "log.progress=false",
+        "--out",
+        s(&run),
+    ]);
+    let text = write_text(r, 512);
+    // Ground truth from frame_00003's default-level map (rows 0..3 are the objects, the
+    // features of "thing k"): each object's bounding box is its polygon and its box.
+    let seg = read_npy(&r.join("language_features/frame_00003_s.npy")).unwrap();
+    let (h, w) = (seg.shape[1], seg.shape[2]);
+    let mut objects = Vec::new();
+    for k in 0..3 {
+        let l3 = &seg.data[3 * w * h..4 * w * h];
+        let first = seg.data[..w * h]
+            .iter()
+            .copied()
+            .filter(|v| *v >= 0.0)
+            .fold(f32::MAX, f32::min);
+        let _ = first;
+        let pix: Vec<(usize, usize)> = (0..w * h)
+            .filter(|&p| l3[p] >= 0.0 && (l3[p] as usize) % 3 == k)
+            .map(|p| (p % w, p / w))
+            .collect();
+        if pix.is_empty() {
+            continue;
+        }
+        let (x0, x1) = (
+            pix.iter().map(|p| p.0).min().unwrap(),
+            pix.iter().map(|p| p.0).max().unwrap(),
+        );
+        let (y0, y1) = (
+            pix.iter().map(|p| p.1).min().unwrap(),
+            pix.iter().map(|p| p.1).max().unwrap(),
+        );
+        objects.push(format!(
+            r#"{{"category": "thing {k}", "bbox": [{x0}, {y0}, {x1}, {y1}], "segmentation": [[{x0}, {y0}], [{x1}, {y0}], [{x1}, {y1}], [{x0}, {y1}]]}}"#
+        ));
+    }
+    assert!(!objects.is_empty());
+    let labels = label(r, "frame_00003", (w as u32, h as u32), &objects.join(","));
+    let out = r.join("eval");
+    let said = ok(&[
+        "eval",
+        "lerf",
+        "--run",
+        s(&run),
+        "--labels",
+        s(&labels),
+        "--text",
+        s(&text),
+        "--out",
+        s(&out),
+    ]);
+    assert!(said.contains("mIoU"), "{said}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("lerf.json")).unwrap()).unwrap();
+    assert_eq!(j["pairs"], objects.len());
+    let miou = j["miou"].as_f64().unwrap();
+    let acc = j["localization_accuracy"].as_f64().unwrap();
+    eprintln!("known-mask eval: mIoU {miou:.3}, accuracy {acc:.3}");
+    assert!(miou > 0.2 && acc >= 0.5, "{j}");
+    assert!(
+        out.join("frame_00003/thing_0.png").is_file()
+            || out.join("frame_00003/thing_1.png").is_file()
+    );
+    // LangSplat's index rule maps frame 3 to the third camera: the same answer.
+    let out2 = r.join("eval2");
+    ok(&[
+        "eval",
+        "lerf",
+        "--run",
+        s(&run),
+        "--labels",
+        s(&labels),
+        "--text",
+        s(&text),
+        "--out",
+        s(&out2),
+        "--match",
+        "index",
+    ]);
+    let j2: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out2.join("lerf.json")).unwrap()).unwrap();
+    assert_eq!(j2["miou"], j["miou"]);
+    // A frame with no camera.
+    label(r, "frame_00009", (w as u32, h as u32), &objects[0]);
+    let e = fails(&[
+        "eval",
+        "lerf",
+        "--run",
+        s(&run),
+        "--labels",
+        s(&labels),
+        "--text",
+        s(&text),
+        "--out",
+        s(&r.join("x")),
+    ]);
+    assert!(
+        e.contains("frame_00009.json") && e.contains("no camera"),
+        "{e}"
+    );
+    assert!(!r.join("x").exists());
+}
