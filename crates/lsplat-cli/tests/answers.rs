@@ -3,6 +3,9 @@
 //! against the library's relevancy of the rendered, decoded features, `eval lerf`,
 //! and bad input.
 
+mod common;
+
+use common::python;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -515,20 +518,6 @@ fn eval_lerf_on_known_masks() {
     assert!(!r.join("x").exists());
 }
 
-/// The Python with pyarrow/safetensors (LSPLAT_PYTHON), or None to skip — unless
-/// LSPLAT_REQUIRE_PYTHON=1, which makes a missing client a failure.
-fn python() -> Option<String> {
-    let py = std::env::var("LSPLAT_PYTHON").ok();
-    if py.is_none() {
-        assert!(
-            std::env::var("LSPLAT_REQUIRE_PYTHON").as_deref() != Ok("1"),
-            "LSPLAT_REQUIRE_PYTHON=1 but LSPLAT_PYTHON is not set"
-        );
-        eprintln!("SKIPPED the pyarrow/safetensors checks: set LSPLAT_PYTHON to a python with them");
-    }
-    py
-}
-
 /// The embeddings layouts docs/formats.md shows, written by pyarrow/NumPy exactly as
 /// documented (random vectors stand in for CLIP), read here; and a model file read by
 /// the `safetensors` package.
@@ -537,13 +526,9 @@ fn python_writes_embeddings_and_reads_models() {
     let Some(py) = python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let model = lsplat_ae::Autoencoder::new(
-        512,
-        &lsplat_ae::ENCODER_DIMS,
-        &lsplat_ae::DECODER_DIMS,
-        3,
-    )
-    .unwrap();
+    let model =
+        lsplat_ae::Autoencoder::new(512, &lsplat_ae::ENCODER_DIMS, &lsplat_ae::DECODER_DIMS, 3)
+            .unwrap();
     let ae = d.join("ae.safetensors");
     std::fs::write(&ae, lsplat_ae::model_bytes(&model, &Default::default())).unwrap();
     let script = r#"
@@ -557,16 +542,27 @@ np.save(d + "/text.npy", emb); open(d + "/text.txt", "w").write("\n".join(names)
 m = load_file(d + "/ae.safetensors")
 print(m["encoder.0.weight"].shape, m["decoder.12.weight"].shape, float(m["encoder.0.weight"].astype(np.float64).sum()), int(m["encoder.1.num_batches_tracked"]))
 "#;
-    let o = Command::new(&py).arg("-c").arg(script).arg(d).output().unwrap();
+    let o = Command::new(&py)
+        .arg("-c")
+        .arg(script)
+        .arg(d)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let said = String::from_utf8_lossy(&o.stdout);
     let sum: f64 = model.enc_first.weight.iter().map(|v| *v as f64).sum();
     assert!(said.starts_with("(256, 512) (512, 256) "), "{said}");
     let py_sum: f64 = said.split_whitespace().nth(4).unwrap().parse().unwrap();
-    assert!((py_sum - sum).abs() < 1e-9 * sum.abs().max(1.0), "{py_sum} vs {sum}");
+    assert!(
+        (py_sum - sum).abs() < 1e-9 * sum.abs().max(1.0),
+        "{py_sum} vs {sum}"
+    );
     let a = lsplat_data::embeddings::read_embeddings(&d.join("text.parquet")).unwrap();
     let b = lsplat_data::embeddings::read_embeddings(&d.join("text.npy")).unwrap();
-    assert_eq!(a.names, ["object", "things", "stuff", "texture", "bear nose"]);
+    assert_eq!(
+        a.names,
+        ["object", "things", "stuff", "texture", "bear nose"]
+    );
     assert_eq!((a.dim, &a.names), (b.dim, &b.names));
     assert_eq!(a.values, b.values);
 }

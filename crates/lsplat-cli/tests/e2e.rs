@@ -1,6 +1,9 @@
 //! End to end on real geometry: synth (biker splat, orbit cameras) → import → train →
 //! the outputs open in pyarrow and plyfile.
 
+mod common;
+
+use common::python;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -22,20 +25,6 @@ fn run(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// The Python with pyarrow/plyfile (LSPLAT_PYTHON), or None to skip — unless
-/// LSPLAT_REQUIRE_PYTHON=1, which makes a missing client a failure.
-fn python() -> Option<String> {
-    let py = std::env::var("LSPLAT_PYTHON").ok();
-    if py.is_none() {
-        assert!(
-            std::env::var("LSPLAT_REQUIRE_PYTHON").as_deref() != Ok("1"),
-            "LSPLAT_REQUIRE_PYTHON=1 but LSPLAT_PYTHON is not set"
-        );
-        eprintln!("SKIPPED the pyarrow/plyfile checks: set LSPLAT_PYTHON to a python with them");
-    }
-    py
 }
 
 #[test]
