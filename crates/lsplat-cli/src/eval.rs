@@ -11,7 +11,7 @@ use lsplat_data::run_dir::RunInputs;
 use lsplat_device::Backend;
 use lsplat_query::labels::{Frame, Query, read_frame};
 use lsplat_query::lerf;
-use lsplat_query::picture::{Colouring, png_rgb};
+use lsplat_query::picture::png_rgb;
 use lsplat_render::{BackendVisitor, Device};
 
 use crate::semantic::{Lift, image_relevancy, text_rows};
@@ -204,7 +204,6 @@ impl BackendVisitor for LerfJob {
         } = self;
         std::fs::create_dir_all(&args.out)?;
         let c = runs[0].channels;
-        let colouring = Colouring::fit(&runs[0].features, c);
         let views: Vec<Views<'_, B>> = runs
             .iter()
             .map(|r| Views::new(&dev, &r.gaussians, &r.features, c, &r.config))
@@ -220,15 +219,16 @@ impl BackendVisitor for LerfJob {
             let (pos, neg) = text_rows(&text, &names)?;
             let per_level: Vec<_> = views
                 .iter()
-                .map(|v| image_relevancy(v, cam, &lift, (&pos, &neg), &colouring))
+                .map(|v| image_relevancy(v, cam, &lift, (&pos, &neg), None))
                 .collect::<Result<_>>()?;
             let (w, h) = (frame.width as usize, frame.height as usize);
             let dir = args.out.join(frame.stem());
             std::fs::create_dir_all(&dir)?;
             for (k, q) in queries.iter().enumerate() {
                 let maps: Vec<Vec<f32>> = per_level.iter().map(|l| l.maps[k].clone()).collect();
-                let seg = lerf::segment(&maps, w, h)?;
-                let loc = lerf::localize(&maps, w, h)?;
+                let filtered = lerf::smooth_levels(&maps, w, h)?;
+                let seg = lerf::segment_filtered(&maps, &filtered, w, h);
+                let loc = lerf::localize_filtered(&filtered, w);
                 let hit = lerf::hit(&loc.candidates, &q.boxes);
                 let iou = lerf::iou(&seg.mask, &q.mask);
                 let png = overlay(&seg, &loc.candidates, q, w, h);

@@ -115,7 +115,7 @@ impl BackendVisitor for QueryJob {
         let mut pixels = 0u64;
         for cam in &cams {
             bar.set_message(cam.name.clone());
-            let r = image_relevancy(&views, cam, &lift, (&pos, &neg), &colouring)?;
+            let r = image_relevancy(&views, cam, &lift, (&pos, &neg), Some(&colouring))?;
             let dir = args.out.join(&cam.name);
             std::fs::create_dir_all(&dir)?;
             let (w, h) = (cam.width, cam.height);

@@ -116,7 +116,7 @@ pub fn text_rows(text: &TextEmbeddings, queries: &[String]) -> Result<(Vec<f32>,
 pub struct ImageRelevancy {
     /// Per query, row-major `[H, W]`.
     pub maps: Vec<Vec<f32>>,
-    /// RGB8 picture of the rendered features.
+    /// RGB8 picture of the rendered features (empty without a colouring).
     pub rgb: Vec<u8>,
 }
 
@@ -126,7 +126,7 @@ pub fn image_relevancy<B: Backend>(
     cam: &Camera,
     lift: &Lift,
     (positives, negatives): (&[f32], &[f32]),
-    colouring: &lsplat_query::picture::Colouring,
+    colouring: Option<&lsplat_query::picture::Colouring>,
 ) -> Result<ImageRelevancy> {
     let c = views.channels();
     let dim = lift.dim(c);
@@ -136,7 +136,9 @@ pub fn image_relevancy<B: Backend>(
     let mut rgb = Vec::with_capacity(hw * 3);
     views.render(cam, |band| {
         let base = band.y0 as usize * band.width as usize;
-        rgb.extend(colouring.rgb(band.features, band.alpha));
+        if let Some(c) = colouring {
+            rgb.extend(c.rgb(band.features, band.alpha));
+        }
         for (k, chunk) in band.features.chunks(CHUNK * c).enumerate() {
             let lifted = lift.apply(chunk, c)?;
             let rel = relevancy(&lifted, dim, positives, negatives)?;

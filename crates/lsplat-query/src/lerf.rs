@@ -177,12 +177,33 @@ fn check(levels: &[Vec<f32>], w: usize, h: usize) -> Result<(), QueryError> {
     Ok(())
 }
 
+/// The 30×30 box-filtered map of every level (what both [`segment_filtered`] and
+/// [`localize_filtered`] start from).
+pub fn smooth_levels(levels: &[Vec<f32>], w: usize, h: usize) -> Result<Vec<Vec<f32>>, QueryError> {
+    check(levels, w, h)?;
+    Ok(levels
+        .iter()
+        .map(|r| box_filter(r, w, h, BOX_SIZE))
+        .collect())
+}
+
 /// Smoothing, threshold and clean-up of every level; chooses the level by `max r′`.
 pub fn segment(levels: &[Vec<f32>], w: usize, h: usize) -> Result<Segmentation, QueryError> {
-    check(levels, w, h)?;
+    let filtered = smooth_levels(levels, w, h)?;
+    Ok(segment_filtered(levels, &filtered, w, h))
+}
+
+/// [`segment`] from the levels' maps and their box-filtered versions.
+pub fn segment_filtered(
+    levels: &[Vec<f32>],
+    filtered: &[Vec<f32>],
+    w: usize,
+    h: usize,
+) -> Segmentation {
     let blended: Vec<Vec<f32>> = levels
         .iter()
-        .map(|r| blend(r, &box_filter(r, w, h, BOX_SIZE)))
+        .zip(filtered)
+        .map(|(r, f)| blend(r, f))
         .collect();
     let scores: Vec<f32> = blended
         .iter()
@@ -190,21 +211,21 @@ pub fn segment(levels: &[Vec<f32>], w: usize, h: usize) -> Result<Segmentation, 
         .collect();
     let level = first_max(&scores);
     let mask = majority_vote(&threshold(&blended[level], MASK_THRESHOLD), w, h);
-    Ok(Segmentation {
+    Segmentation {
         level,
         scores,
         mask,
         blended: blended.into_iter().nth(level).unwrap_or_default(),
-    })
+    }
 }
 
 /// Localization: the level with the largest box-filtered maximum and every pixel at it.
 pub fn localize(levels: &[Vec<f32>], w: usize, h: usize) -> Result<Localization, QueryError> {
-    check(levels, w, h)?;
-    let filtered: Vec<Vec<f32>> = levels
-        .iter()
-        .map(|r| box_filter(r, w, h, BOX_SIZE))
-        .collect();
+    Ok(localize_filtered(&smooth_levels(levels, w, h)?, w))
+}
+
+/// [`localize`] from the levels' box-filtered maps.
+pub fn localize_filtered(filtered: &[Vec<f32>], w: usize) -> Localization {
     let scores: Vec<f32> = filtered
         .iter()
         .map(|f| f.iter().copied().fold(f32::NEG_INFINITY, f32::max))
@@ -217,11 +238,11 @@ pub fn localize(levels: &[Vec<f32>], w: usize, h: usize) -> Result<Localization,
         .filter(|(_, v)| **v == best)
         .map(|(i, _)| ((i % w) as u32, (i / w) as u32))
         .collect();
-    Ok(Localization {
+    Localization {
         level,
         scores,
         candidates,
-    })
+    }
 }
 
 /// True when any candidate lies inside any box `[x1, y1, x2, y2]` (corners in either
