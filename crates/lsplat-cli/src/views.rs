@@ -34,6 +34,7 @@ pub struct Views<'a, B: Backend> {
     channels: usize,
     tile: u32,
     clip: (f32, f32),
+    band_values: usize,
 }
 
 impl<'a, B: Backend> Views<'a, B> {
@@ -57,6 +58,7 @@ impl<'a, B: Backend> Views<'a, B> {
             channels,
             tile: cfg.render.tile_size,
             clip: (cfg.render.near, cfg.render.far),
+            band_values: BAND_VALUES,
         })
     }
 
@@ -73,7 +75,7 @@ impl<'a, B: Backend> Views<'a, B> {
         bin(self.dev, grid, &mut scratch)?;
         let c1 = self.channels + 1;
         let w = cam.width as usize;
-        let tile_rows = (BAND_VALUES / (w * self.tile as usize * c1)).max(1) as u32;
+        let tile_rows = (self.band_values / (w * self.tile as usize * c1)).max(1) as u32;
         let band_h = tile_rows * self.tile;
         let (mut feats, mut alpha) = (Vec::new(), Vec::new());
         let mut out: Option<B::Buf<f32>> = None;
@@ -195,4 +197,58 @@ pub fn open_run(
     }
     let dev = lsplat_render::Device::open(&run.config.device, &run.config.simt)?;
     Ok((run, dev))
+}
+
+#[cfg(test)]
+mod tests {
+    use lsplat_core::config::DemoConfig;
+    use lsplat_render::CpuBackend;
+
+    use super::*;
+
+    /// Band by band (here one tile row per band) gives the whole-image render, and the
+    /// opacity channel is the render of ones.
+    #[test]
+    fn bands_assemble_the_whole_image() {
+        let demo = lsplat_data::demo::generate(
+            &DemoConfig {
+                gaussians: 400,
+                cameras: 1,
+                width: 37,
+                height: 45,
+                ..Default::default()
+            },
+            1,
+        )
+        .unwrap();
+        let (g, cam) = (&demo.scene.gaussians, &demo.scene.cameras[0]);
+        let c = 2;
+        let feats: Vec<f32> = (0..g.len() * c)
+            .map(|i| (i % 7) as f32 * 0.1 - 0.3)
+            .collect();
+        let dev = CpuBackend::new(1);
+        let cfg = lsplat_core::Config::default();
+        let mut views = Views::new(&dev, g, &feats, c, &cfg).unwrap();
+        views.band_values = 1;
+        let (mut got, mut alpha, mut bands) = (Vec::new(), Vec::new(), 0);
+        views
+            .render(cam, |b| {
+                assert_eq!(b.y0 as usize * 37 * c, got.len());
+                got.extend_from_slice(b.features);
+                alpha.extend_from_slice(b.alpha);
+                bands += 1;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(bands, 3, "45 rows in bands of one 16-row tile row");
+        let geom = dev.upload_geometry(g).unwrap();
+        let whole = |x: &[f32], c: usize| {
+            let buf = dev.upload(x).unwrap();
+            lsplat_render::cache::render_image(&dev, &geom, cam, 16, (0.01, 1e10), &buf, c).unwrap()
+        };
+        assert_eq!(got, whole(&feats, c));
+        let ones = vec![1.0; g.len()];
+        assert_eq!(alpha, whole(&ones, 1));
+        assert!(alpha.iter().any(|a| *a > 0.5));
+    }
 }
