@@ -147,6 +147,25 @@ fn training_reconstructs_clustered_features_reproducibly() {
     );
     assert!(a.epoch_losses.last() < a.epoch_losses.first());
     let b = train(&data, dim, &opts, |_| {}).unwrap();
+    for bad in [
+        TrainOptions {
+            batch_size: 1,
+            ..opts.clone()
+        },
+        TrainOptions {
+            select_last: 0,
+            ..opts.clone()
+        },
+        TrainOptions {
+            lr: f32::NAN,
+            ..opts.clone()
+        },
+    ] {
+        assert!(matches!(
+            train(&data, dim, &bad, |_| {}),
+            Err(AeError::Config(_))
+        ));
+    }
     assert_eq!(
         model_bytes(&a.model, &Default::default()),
         model_bytes(&b.model, &Default::default())

@@ -315,10 +315,15 @@ pub fn train(
     opts: &TrainOptions,
     mut progress: impl FnMut(Progress),
 ) -> Result<Trained, AeError> {
-    if opts.batch_size < 2 || opts.epochs == 0 || opts.lr.is_nan() || opts.lr <= 0.0 {
+    if opts.batch_size < 2
+        || opts.epochs == 0
+        || opts.select_last == 0
+        || !opts.lr.is_finite()
+        || opts.lr <= 0.0
+    {
         return Err(AeError::Config(format!(
-            "batch size {} (needs ≥ 2), epochs {} (≥ 1), lr {} (> 0)",
-            opts.batch_size, opts.epochs, opts.lr
+            "batch size {} (needs ≥ 2), epochs {} (≥ 1), epochs to choose from {} (≥ 1), lr {} (> 0)",
+            opts.batch_size, opts.epochs, opts.select_last, opts.lr
         )));
     }
     if dim == 0 || !data.len().is_multiple_of(dim) {
@@ -347,7 +352,7 @@ pub fn train(
     let mut best: Option<(Autoencoder, usize, EvalLoss)> = None;
     let mut epoch_losses = Vec::with_capacity(opts.epochs);
     let mut batches = 0u64;
-    let first_candidate = opts.epochs.saturating_sub(opts.select_last.max(1));
+    let first_candidate = opts.epochs.saturating_sub(opts.select_last);
     for epoch in 0..opts.epochs {
         rng.shuffle(&mut order);
         let (mut sum, mut count) = (0f64, 0usize);
