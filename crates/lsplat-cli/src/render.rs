@@ -21,7 +21,8 @@ pub struct RenderArgs {
     /// Cameras to render (comma-separated names; default: all).
     #[arg(long, value_delimiter = ',')]
     pub cameras: Vec<String>,
-    /// Output folder (default `<run>/render`).
+    /// Output folder (default `<run>_render` beside the run directory, which belongs
+    /// to its run).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Backend to render on (default: the run's `device.backend`).
@@ -35,7 +36,13 @@ pub struct RenderArgs {
 /// Runs `render`.
 pub fn run(args: RenderArgs) -> Result<()> {
     let (run, dev) = open_run(&args.run, args.backend.as_deref())?;
-    let out = args.out.clone().unwrap_or_else(|| args.run.join("render"));
+    let out = args.out.clone().unwrap_or_else(|| {
+        let dir = args.run.canonicalize().unwrap_or_else(|_| args.run.clone());
+        let name = dir
+            .file_name()
+            .map_or_else(|| "run".to_string(), |n| n.to_string_lossy().into_owned());
+        dir.with_file_name(format!("{name}_render"))
+    });
     dev.visit(RenderJob { run, args, out })
 }
 
