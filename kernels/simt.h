@@ -49,6 +49,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <link.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -58,8 +59,9 @@
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(n)
-// One instance per OS thread, and a block runs entirely on one OS thread.
-#define __shared__ static thread_local
+// One instance per OS thread (a block runs entirely on one OS thread), all of them in
+// the section ls_simt_shared, which run_block poisons before every block.
+#define __shared__ __attribute__((section("ls_simt_shared"))) static thread_local
 
 struct uint3 {
   unsigned x, y, z;
@@ -323,6 +325,64 @@ inline uint64_t warp_op(int line, int op, int pred, uint64_t value, int delta) {
   return f->result;
 }
 
+// ---- __shared__ poisoning ------------------------------------------------------------
+// Every __shared__ variable of this kernel library is a thread-local in the section
+// ls_simt_shared, so this OS thread's copies lie in one range of its TLS block for the
+// library: the section's offset in the library's TLS template (from the linker's
+// __start/__stop symbols and the PT_TLS header) added to this thread's TLS block of the
+// library (dl_iterate_phdr's dlpi_tls_data). Filling it with 0xff bytes (a NaN as float
+// or double, 0xffffffff as an index) before every block makes a read of shared memory
+// that no thread of the block wrote change the result, instead of silently seeing the
+// previous block's values.
+extern "C" char __start_ls_simt_shared[] __attribute__((visibility("hidden")));
+extern "C" char __stop_ls_simt_shared[] __attribute__((visibility("hidden")));
+// Keeps the section present (and this thread's TLS block allocated) in every library.
+__attribute__((section("ls_simt_shared"))) static thread_local unsigned char shared_anchor;
+constexpr unsigned char kSharedPoison = 0xff;
+
+struct SharedRange {
+  char* lo = nullptr;
+  size_t bytes = 0;
+  bool found = false;
+};
+inline thread_local SharedRange shared_range;
+
+inline int find_shared(dl_phdr_info* info, size_t size, void* out) {
+  const uintptr_t code = (uintptr_t)&find_shared;
+  bool mine = false;
+  const ElfW(Phdr)* tls = nullptr;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && code >= lo && code < lo + ph.p_memsz) mine = true;
+    if (ph.p_type == PT_TLS) tls = &ph;
+  }
+  if (!mine) return 0;
+  SharedRange* r = (SharedRange*)out;
+  const size_t need = offsetof(dl_phdr_info, dlpi_tls_data) + sizeof(void*);
+  if (tls && size >= need && info->dlpi_tls_data) {
+    const uintptr_t offset =
+        (uintptr_t)__start_ls_simt_shared - (info->dlpi_addr + tls->p_vaddr);
+    r->lo = (char*)info->dlpi_tls_data + offset;
+    r->bytes = (size_t)(__stop_ls_simt_shared - __start_ls_simt_shared);
+  }
+  return 1;
+}
+
+// Poisons this thread's __shared__ memory; false when it cannot be located.
+inline bool poison_shared() {
+  SharedRange& r = shared_range;
+  if (!r.found) {
+    shared_anchor = 0;  // allocates this thread's TLS block of the library
+    dl_iterate_phdr(find_shared, &r);
+    const char* a = (const char*)&shared_anchor;
+    if (!r.lo || a < r.lo || a >= r.lo + r.bytes) return false;
+    r.found = true;
+  }
+  memset(r.lo, kSharedPoison, r.bytes);
+  return true;
+}
+
 // ---- the block scheduler -----------------------------------------------------------
 struct Rng {
   uint64_t s;
@@ -426,6 +486,8 @@ inline int run_block(const Launch* l, void** params, void (*body)(void**), const
   if (bound && n > bound)
     return fail(l, kernel, "block of %u threads exceeds the kernel's __launch_bounds__(%u)", n,
                 bound);
+  if (!poison_shared())
+    return fail(l, kernel, "cannot locate this thread's __shared__ memory to poison it");
   const unsigned gx = l->grid[0], gy = l->grid[1];
   BlockCtx ctx;
   ctx.bid = uint3{l->block_index % gx, (l->block_index / gx) % gy, l->block_index / (gx * gy)};

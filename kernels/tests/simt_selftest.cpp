@@ -1,6 +1,7 @@
 // Self-test of kernels/simt.h without the Rust host: runs a kernel that uses block
 // barriers, barrier reductions, shuffles, ballots and shared memory under every schedule
-// and checks the results against values computed here. Built for another architecture
+// and checks the results against values computed here, and that __shared__ memory is
+// poisoned before every block. Built for another architecture
 // (e.g. aarch64 with a cross compiler, run under qemu-user) it checks the fiber context
 // switch of that architecture. Exit status 0 = pass; messages on stderr.
 //
@@ -37,8 +38,45 @@ extern "C" __global__ void selftest(const unsigned* in, unsigned* scan, unsigned
   if (t == 0) count[blockIdx.x] = (unsigned)c;
 }
 
+// Reads back shared memory of which only the first `written` entries were written.
+extern "C" __global__ void shared_readback(unsigned written, unsigned* out) {
+  __shared__ unsigned s[256];
+  if (threadIdx.x < written) s[threadIdx.x] = threadIdx.x;
+  __syncthreads();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s[threadIdx.x];
+}
+
 extern "C" int ls_simt_run_selftest(const ls_simt::Launch* l, void** p) {
   return ls_simt::run_block(l, p, &ls_simt::invoke<selftest>, "selftest", 0);
+}
+extern "C" int ls_simt_run_shared_readback(const ls_simt::Launch* l, void** p) {
+  return ls_simt::run_block(l, p, &ls_simt::invoke<shared_readback>, "shared_readback", 0);
+}
+
+// All of shared memory written, then half: the unwritten half reads back as poison, not
+// as the previous block's values.
+static int check_poison() {
+  const unsigned threads = 256;
+  unsigned out[threads];
+  unsigned* pout = out;
+  char err[1024] = {0};
+  volatile unsigned current = 0;
+  for (unsigned written : {threads, threads / 2}) {
+    void* params[] = {&written, &pout};
+    ls_simt::Launch l{{1, 1, 1}, {threads, 1, 1}, 0, 0, 1, err, sizeof err, &current};
+    if (ls_simt_run_shared_readback(&l, params) != 0) {
+      fprintf(stderr, "shared_readback failed: %s\n", err);
+      return 1;
+    }
+    for (unsigned t = 0; t < threads; t++) {
+      const unsigned want = t < written ? t : 0xffffffffu;
+      if (out[t] != want) {
+        fprintf(stderr, "shared_readback(%u): s[%u] = %x, want %x\n", written, t, out[t], want);
+        return 1;
+      }
+    }
+  }
+  return 0;
 }
 
 int main() {
@@ -93,6 +131,7 @@ int main() {
       }
     }
   }
+  failures += check_poison();
   if (failures) return 1;
   fprintf(stderr, "simt self-test passed (warp %d)\n", LS_WARP_SIZE);
   return 0;

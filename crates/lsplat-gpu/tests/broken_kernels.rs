@@ -2,7 +2,8 @@
 //! `__syncthreads` removed; an off-by-one in the warp scan) are compiled and run, and
 //! the comparison with a host scan catches each under the random schedule. The
 //! missing barrier is invisible under the in-order schedule, which is why the suite
-//! runs several.
+//! runs several. A kernel that reads shared memory no thread of its block wrote is
+//! caught too: simt poisons `__shared__` memory before every block.
 
 mod common;
 
@@ -118,5 +119,60 @@ fn off_by_one_in_the_scan_is_caught() {
         };
         let got = scan(&gpu, "util.cu (off by one)", &src, &x);
         assert_ne!(got, host_scan(&x), "warp {warp}: off-by-one not caught");
+    }
+}
+
+/// A block sum over shared memory of which only the first `written` entries were
+/// written: a read of shared memory that no thread of the block wrote.
+const UNWRITTEN_SHARED: &str = r#"
+extern "C" __global__ void __launch_bounds__(256) sum_shared(unsigned written, float* out) {
+  __shared__ float s[256];
+  if (threadIdx.x < written) s[threadIdx.x] = 1.0f;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0.0f;
+    for (unsigned i = 0; i < blockDim.x; i++) t += s[i];  // bug: i < written
+    out[blockIdx.x] = t;
+  }
+}
+"#;
+
+fn sum_shared(gpu: &SimtBackend, written: u32, blocks: u32) -> Vec<f32> {
+    let f = gpu
+        .gpu()
+        .source_function("unwritten_shared.cu", UNWRITTEN_SHARED, &[], "sum_shared")
+        .unwrap();
+    let out = gpu.alloc::<f32>(blocks as usize).unwrap();
+    let mut a = KernelArgs::new();
+    a.push(written).push(out.ptr());
+    let mut p = a.pointers();
+    // SAFETY: `sum_shared(unsigned, float*)` with one output per block.
+    unsafe {
+        lsplat_gpu::Runtime::launch(
+            gpu.runtime(),
+            &f,
+            LaunchDims::grid(blocks, 256),
+            &mut p[..2],
+        )
+    }
+    .unwrap();
+    gpu.download(&out).unwrap()
+}
+
+/// Shared memory is poisoned before every block, so the stale values of the previous
+/// launch (all 256 entries written, sum 256) cannot stand in for the unwritten half:
+/// every block's sum is NaN, whatever the schedule.
+#[test]
+fn a_read_of_unwritten_shared_memory_is_caught() {
+    for schedule in [Schedule::InOrder, Schedule::Random] {
+        let Some(gpu) = common::simt(32, schedule) else {
+            return;
+        };
+        assert!(sum_shared(&gpu, 256, 8).iter().all(|&s| s == 256.0));
+        let got = sum_shared(&gpu, 128, 8);
+        assert!(
+            got.iter().all(|s| s.is_nan()),
+            "{schedule:?}: unwritten shared memory went unnoticed: {got:?}"
+        );
     }
 }
