@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # .ci/nvrtc.sh — make a libnvrtc available for the kernel compile test
-# (crates/lsplat-cuda/tests/nvrtc_compile.rs), without a CUDA toolkit or GPU.
+# (crates/lsplat-gpu/tests/nvrtc_compile.rs), without a CUDA toolkit or GPU.
 #
 # Creates (or reuses) the gitignored virtual environment .venv at the repository
 # root, installs NVIDIA's NVRTC wheel into it, and finds its lib folder.
@@ -10,7 +10,7 @@
 #
 # Environment: NVRTC_WHEEL (default nvidia-cuda-nvrtc==13.5.37), PYTHON (default
 # python3), LSPLAT_VENV (default <repo>/.venv). Exit status non-zero on failure.
-# Then run e.g.:  LSPLAT_REQUIRE_NVRTC=1 cargo test -p lsplat-cuda --test nvrtc_compile
+# Then run e.g.:  LSPLAT_REQUIRE_NVRTC=1 cargo test -p lsplat-gpu --features cuda --test nvrtc_compile
 
 _lsplat_nvrtc() {
   local root venv py wheel lib

@@ -18,7 +18,7 @@ extern "C" __global__ void __launch_bounds__(LS_TILE_PIXELS)
   LsPixel p = ls_pixel(pixels, p0, np, width, threadIdx.x);
   float acc[LS_CHUNK];
 #pragma unroll
-  for (int k = 0; k < LS_CHUNK; k++) acc[k] = 0.0f;
+  for (u32 k = 0; k < LS_CHUNK; k++) acc[k] = 0.0f;
   const u32 b0 = bin_offsets[tile], b1 = bin_offsets[tile + 1];
   for (u32 start = b0; start < b1; start += LS_TILE_PIXELS) {
     if (__syncthreads_and(p.done)) break;
@@ -28,14 +28,14 @@ extern "C" __global__ void __launch_bounds__(LS_TILE_PIXELS)
     ls_walk(s, cnt, p, [&](int, u32 g, float w) {
       const float* xg = x + (u64)g * LS_CHANNELS + c0;
 #pragma unroll
-      for (int k = 0; k < LS_CHUNK; k++)
+      for (u32 k = 0; k < LS_CHUNK; k++)
         if (c0 + k < LS_CHANNELS) acc[k] += w * xg[k];
     });
   }
   if (threadIdx.x < np) {
     float* o = out + (u64)(p0 + threadIdx.x) * LS_CHANNELS + c0;
 #pragma unroll
-    for (int k = 0; k < LS_CHUNK; k++)
+    for (u32 k = 0; k < LS_CHUNK; k++)
       if (c0 + k < LS_CHANNELS) o[k] = acc[k];
   }
 }

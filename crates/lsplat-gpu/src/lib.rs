@@ -7,7 +7,8 @@
 //!   It is how every kernel and all of this crate's host code are tested without a GPU.
 //! - `cuda` (feature `cuda`): cudarc with dynamic loading, NVRTC → CUBIN for the
 //!   device's architecture.
-//! - `hip` (feature `hip`): the HIP runtime and hiprtc, loaded at run time.
+//! - `hip` (feature `hip`): the HIP runtime and hiprtc, loaded at run time; code
+//!   objects for the device's `gfxNNN` and wavefront size.
 //!
 //! All ops are queued on one stream and never wait for the device, except downloads,
 //! [`Backend::synchronize`](lsplat_device::Backend::synchronize), and one read-back of
@@ -19,6 +20,7 @@ mod backend;
 mod buf;
 mod geometry;
 mod gpu;
+pub mod kcache;
 mod operator;
 mod ops;
 mod raster;
@@ -27,6 +29,8 @@ pub mod simt;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(feature = "hip")]
+pub mod hip;
 
 pub use buf::GpuBuf;
 pub use geometry::{GpuBins, GpuGeometry, GpuProjection};
@@ -64,3 +68,6 @@ pub type SimtBackend = GpuBackend<simt::Simt>;
 /// The GPU backend on CUDA.
 #[cfg(feature = "cuda")]
 pub type CudaBackend = GpuBackend<cuda::Cuda>;
+/// The GPU backend on HIP.
+#[cfg(feature = "hip")]
+pub type HipBackend = GpuBackend<hip::Hip>;

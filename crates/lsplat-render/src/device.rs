@@ -69,6 +69,9 @@ impl Device {
         if cfg!(feature = "cuda") {
             v.push("cuda");
         }
+        if cfg!(feature = "hip") {
+            v.push("hip");
+        }
         v
     }
 
@@ -115,10 +118,22 @@ fn list_cuda() -> Result<Vec<String>, DeviceError> {
     Err(DeviceError::NotCompiled { backend: "cuda" })
 }
 
+#[cfg(feature = "hip")]
+fn open_hip(ordinal: usize) -> Result<HipBackend, DeviceError> {
+    Ok(HipBackend::new(lsplat_gpu::hip::Hip::new(ordinal)?))
+}
+
+#[cfg(not(feature = "hip"))]
 fn open_hip(_ordinal: usize) -> Result<HipBackend, DeviceError> {
     Err(DeviceError::NotCompiled { backend: "hip" })
 }
 
+#[cfg(feature = "hip")]
+fn list_hip() -> Result<Vec<String>, DeviceError> {
+    lsplat_gpu::hip::list_devices()
+}
+
+#[cfg(not(feature = "hip"))]
 fn list_hip() -> Result<Vec<String>, DeviceError> {
     Err(DeviceError::NotCompiled { backend: "hip" })
 }

@@ -22,5 +22,8 @@ pub use lsplat_gpu::SimtBackend;
 /// The CUDA backend (not compiled in: every use reports so).
 #[cfg(not(feature = "cuda"))]
 pub type CudaBackend = StubBackend;
+#[cfg(feature = "hip")]
+pub use lsplat_gpu::HipBackend;
 /// The HIP backend (not compiled in: every use reports so).
+#[cfg(not(feature = "hip"))]
 pub type HipBackend = StubBackend;

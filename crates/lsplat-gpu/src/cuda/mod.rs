@@ -1,12 +1,11 @@
 //! The `cuda` runtime: cudarc (the driver API, loaded at run time) and NVRTC, which
 //! compiles every kernel to a CUBIN for the device's exact architecture (a CUBIN from
 //! a newer NVRTC loads on an older driver of the same major version; PTX would not).
-//! CUBINs are cached in memory per module and on disk in `$LSPLAT_KERNEL_CACHE`.
+//! CUBINs are cached in memory per module and on disk ([`crate::kcache`]).
 
 pub mod nvrtc;
 
 use std::ffi::c_void;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUresult;
@@ -119,33 +118,11 @@ impl Cuda {
 
     fn cubin(&self, label: &str, source: &str, defines: &[(String, String)]) -> Result<Vec<u8>> {
         let flags = nvrtc::flags(defines, &self.arch, self.fmad);
-        let path = std::env::var_os("LSPLAT_KERNEL_CACHE").map(|d| {
-            let mut h = std::hash::DefaultHasher::new();
-            (source, &flags, nvrtc::nvrtc_version().ok()).hash(&mut h);
-            std::path::PathBuf::from(d).join("cuda").join(format!(
-                "{}-{:016x}.cubin",
-                self.arch,
-                h.finish()
-            ))
-        });
-        if let Some(p) = &path
-            && let Ok(bytes) = std::fs::read(p)
-            && !bytes.is_empty()
-        {
-            return Ok(bytes);
-        }
-        let compiled = nvrtc::compile_source(label, label, source, &flags)?;
-        if let Some(p) = &path
-            && let Some(dir) = p.parent()
-            && std::fs::create_dir_all(dir).is_ok()
-        {
-            // Best effort: a unique temporary name, then rename (atomic).
-            let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-            if std::fs::write(&tmp, &compiled.cubin).is_ok() {
-                let _ = std::fs::rename(&tmp, p);
-            }
-        }
-        Ok(compiled.cubin)
+        let key = crate::kcache::key((source, &flags, nvrtc::nvrtc_version().ok()));
+        let path = crate::kcache::dir("cuda").join(format!("{}-{key:016x}.cubin", self.arch));
+        crate::kcache::bytes(&path, || {
+            Ok(nvrtc::compile_source(label, label, source, &flags)?.cubin)
+        })
     }
 }
 

@@ -1,8 +1,8 @@
 //! Compiling a kernel source into a shared object: the system C++ compiler, a scan
 //! pass that finds the kernels after macro expansion, generated `extern "C"`
-//! trampolines, and a disk cache per (source, defines, warp size, compiler).
+//! trampolines, and a disk cache per (source, defines, warp size, compiler)
+//! ([`crate::kcache`]).
 
-use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -61,16 +61,10 @@ pub fn compiler() -> Result<Compiler> {
         .map_err(unavailable)
 }
 
-/// Where compiled kernels are kept: `LSPLAT_KERNEL_CACHE`, else the user cache folder.
+/// Where compiled kernels are kept: `LSPLAT_KERNEL_CACHE`, else the user cache folder
+/// (see [`crate::kcache`]).
 pub fn cache_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("LSPLAT_KERNEL_CACHE") {
-        return PathBuf::from(d).join("simt");
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("lsplat-engine").join("simt")
+    crate::kcache::dir("simt")
 }
 
 /// A kernel found by the scan pass: its name and launch bound expression.
@@ -122,8 +116,7 @@ pub fn build(label: &str, source: &str, defines: &[(String, String)], warp: u32)
             dir.display()
         ))
     })?;
-    let mut h = std::hash::DefaultHasher::new();
-    (
+    let key = crate::kcache::key((
         UNIT_VERSION,
         SIMT_H,
         source,
@@ -131,14 +124,13 @@ pub fn build(label: &str, source: &str, defines: &[(String, String)], warp: u32)
         warp,
         &cxx.version,
         &cxx.program,
-    )
-        .hash(&mut h);
+    ));
     let stem: String = label
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .next()
         .unwrap_or("kernel")
         .to_string();
-    let base = dir.join(format!("{stem}-w{warp}-{:016x}", h.finish()));
+    let base = dir.join(format!("{stem}-w{warp}-{key:016x}"));
     let so = base.with_extension("so");
     let list = base.with_extension("kernels");
     // One build per module at a time in this process (parallel tests ask for the same
@@ -174,10 +166,8 @@ pub fn build(label: &str, source: &str, defines: &[(String, String)], warp: u32)
     }
     // Unique temporary names, then renames: concurrent builds of the same module (tests
     // in parallel, several processes) never see a half-written file.
-    let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id())
-        .replace(|c: char| !c.is_ascii_alphanumeric(), "");
-    let cpp = base.with_extension(format!("{tag}.cpp"));
-    let tmp_so = base.with_extension(format!("{tag}.so.tmp"));
+    let cpp = crate::kcache::temp_path(&base, "cpp");
+    let tmp_so = crate::kcache::temp_path(&base, "so.tmp");
     std::fs::write(&cpp, &unit)
         .map_err(|e| unavailable(format!("cannot write {}: {e}", cpp.display())))?;
     let out = Command::new(&cxx.program)
@@ -218,7 +208,7 @@ pub fn build(label: &str, source: &str, defines: &[(String, String)], warp: u32)
         .iter()
         .map(|k| format!("{} {}\n", k.name, k.bound.as_deref().unwrap_or("-")))
         .collect();
-    let tmp_list = base.with_extension(format!("{tag}.kernels.tmp"));
+    let tmp_list = crate::kcache::temp_path(&base, "kernels.tmp");
     std::fs::write(&tmp_list, listing)
         .and_then(|_| std::fs::rename(&tmp_so, &so))
         .and_then(|_| std::fs::rename(&tmp_list, &list))

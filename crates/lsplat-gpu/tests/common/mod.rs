@@ -44,6 +44,15 @@ pub fn cuda() -> Option<lsplat_gpu::CudaBackend> {
     }
 }
 
+/// The HIP device, or `None` (skipped) unless `LSPLAT_REQUIRE_HIP=1`.
+#[cfg(feature = "hip")]
+pub fn hip() -> Option<lsplat_gpu::HipBackend> {
+    match lsplat_gpu::hip::Hip::new(0) {
+        Ok(rt) => Some(GpuBackend::new(rt)),
+        Err(e) => skip("LSPLAT_REQUIRE_HIP", "HIP device", e),
+    }
+}
+
 /// Instantiates generic test bodies `fn name<R: Runtime>(gpu: &GpuBackend<R>)` once per
 /// runtime configuration: simt × {warp 32, 64} × {in order, reverse, random}, and
 /// CUDA / HIP when their features are on.
@@ -60,6 +69,12 @@ macro_rules! gpu_tests {
         mod cuda {
             $(#[test] fn $name() {
                 if let Some(g) = $crate::common::cuda() { super::$name(&g) }
+            })*
+        }
+        #[cfg(feature = "hip")]
+        mod hip {
+            $(#[test] fn $name() {
+                if let Some(g) = $crate::common::hip() { super::$name(&g) }
             })*
         }
     };
