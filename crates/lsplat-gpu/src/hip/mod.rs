@@ -76,9 +76,10 @@ fn init() -> Result<(&'static api::Hip, &'static api::Extra, c_int)> {
     let s = unsafe { (hip.hipInit)(0) };
     if s != SUCCESS {
         return Err(unavailable(format!(
-            "no usable AMD GPU: hipInit failed with {} (is the amdgpu driver loaded and \
-             /dev/kfd accessible?)",
-            status_name(hip, s)
+            "no usable AMD GPU: hipInit failed with {} (runtime {}; is the amdgpu driver \
+             loaded and /dev/kfd accessible?)",
+            status_name(hip, s),
+            api::hip_path().unwrap_or("?")
         )));
     }
     let mut count = 0;
@@ -86,8 +87,9 @@ fn init() -> Result<(&'static api::Hip, &'static api::Extra, c_int)> {
     let s = unsafe { (hip.hipGetDeviceCount)(&mut count) };
     if s != SUCCESS || count <= 0 {
         return Err(unavailable(format!(
-            "no AMD GPU found (hipGetDeviceCount: {})",
-            status_name(hip, s)
+            "no AMD GPU found (hipGetDeviceCount: {}; runtime {})",
+            status_name(hip, s),
+            api::hip_path().unwrap_or("?")
         )));
     }
     Ok((hip, extra, count))
