@@ -1,10 +1,11 @@
 // project.cu — EWA projection of frozen 3D Gaussians (one thread per Gaussian).
 //
-// Mirrors lsplat-cpu's project.rs operation by operation (same evaluation order), so
-// with --fmad=false the results agree to the rounding of logf/sqrtf.
+// Follows lsplat-cpu's project.rs step by step, in f32 where the CPU evaluates in f64:
+// splats agree within f32 rounding (more loosely for ill-conditioned conics), so parity
+// tests compare them with tolerances; only losses, normalise and Adam match bitwise.
 #include "compat.h"
 
-// The camera as the kernel sees it (layout of lsplat_cuda's `KernelCamera`).
+// The camera as the kernel sees it (layout of `KernelCamera` in lsplat-gpu's geometry.rs).
 struct LsCamera {
   float view[12];  // row-major [R | t]
   float fx, fy, cx, cy;

@@ -102,6 +102,34 @@ impl Gaussians {
     }
 }
 
+/// Σ = R·S·Sᵀ·Rᵀ for quaternion `(w, x, y, z)` and log-scales (upper triangle, f64). Shared by
+/// the CPU backend and the GPU backend (which rounds it to f32 for upload).
+pub fn covariance(q: &[f32; 4], log_scale: &[f32; 3]) -> [f64; 6] {
+    let [w, x, y, z] = q.map(f64::from);
+    let r = [
+        [
+            1.0 - 2.0 * (y * y + z * z),
+            2.0 * (x * y - w * z),
+            2.0 * (x * z + w * y),
+        ],
+        [
+            2.0 * (x * y + w * z),
+            1.0 - 2.0 * (x * x + z * z),
+            2.0 * (y * z - w * x),
+        ],
+        [
+            2.0 * (x * z - w * y),
+            2.0 * (y * z + w * x),
+            1.0 - 2.0 * (x * x + y * y),
+        ],
+    ];
+    let s = log_scale.map(|v| f64::from(v).exp());
+    // M = R·S, Σ = M·Mᵀ.
+    let m = |i: usize, k: usize| r[i][k] * s[k];
+    let e = |i: usize, j: usize| (0..3).map(|k| m(i, k) * m(j, k)).sum::<f64>();
+    [e(0, 0), e(0, 1), e(0, 2), e(1, 1), e(1, 2), e(2, 2)]
+}
+
 /// The logistic function.
 pub fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())

@@ -189,3 +189,45 @@ pub(crate) fn checked_total<R: Runtime>(
     check_u32(op, what, t as usize)?;
     Ok(t as usize)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simt::{Simt, SimtOptions};
+
+    fn simt() -> Option<Gpu<Simt>> {
+        match Simt::new(SimtOptions::default()) {
+            Ok(rt) => Some(Gpu::new(rt)),
+            Err(e) => {
+                let required = std::env::var("LSPLAT_REQUIRE_SIMT").is_ok_and(|v| v == "1");
+                assert!(!required, "LSPLAT_REQUIRE_SIMT=1 but {e}");
+                eprintln!("SKIPPED (no simt runtime): {e}");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn counts_at_two_to_the_32_are_rejected() {
+        assert!(check_u32("op", "keys", u32::MAX as usize - 1).is_ok());
+        assert!(check_u32("op", "keys", u32::MAX as usize).is_err());
+    }
+
+    /// The total of scanned counts is summed in 64 bits on the device, so a total that a
+    /// 32-bit scan would wrap is an error instead of a silently wrong layout.
+    #[test]
+    fn a_total_that_would_wrap_the_scan_is_an_error() {
+        let Some(gpu) = simt() else { return };
+        let fits = crate::buf::upload(&gpu, &[1u32 << 30, 1 << 30, (1 << 30) - 2, 7]).unwrap();
+        assert_eq!(
+            checked_total(&gpu, "bin_and_sort", "intersections", &fits, 3).unwrap(),
+            (3usize << 30) - 2
+        );
+        let wraps = crate::buf::upload(&gpu, &[1u32 << 31, 1 << 31, 5]).unwrap();
+        let e = checked_total(&gpu, "bin_and_sort", "intersections", &wraps, 3).unwrap_err();
+        assert!(
+            e.to_string().contains("4294967301 intersections exceed"),
+            "{e}"
+        );
+    }
+}

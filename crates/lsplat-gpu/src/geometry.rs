@@ -10,40 +10,14 @@ use crate::buf::{GpuBuf, alloc, upload};
 use crate::gpu::Gpu;
 use crate::runtime::{KernelArgs, LaunchDims, Runtime};
 
-/// Geometry resident on the device: centres, world covariances (upper triangle,
-/// computed on the host exactly as the CPU backend does) and opacities.
+/// Geometry resident on the device: centres, world covariances (upper triangle, the
+/// CPU backend's f64 covariances rounded to f32) and opacities. The GPU projects in f32
+/// and the CPU in f64, so projections agree within tolerance, not bitwise.
 pub struct GpuGeometry<R: Runtime> {
     pub(crate) means: GpuBuf<R, f32>,
     pub(crate) cov3d: GpuBuf<R, f32>,
     pub(crate) opacity: GpuBuf<R, f32>,
     pub(crate) n: usize,
-}
-
-/// Σ = R·S·Sᵀ·Rᵀ for quaternion `(w, x, y, z)` and log-scales (same operation order
-/// as lsplat-cpu, so both backends start from identical bits).
-fn covariance(q: &[f32; 4], log_scale: &[f32; 3]) -> [f32; 6] {
-    let [w, x, y, z] = *q;
-    let r = [
-        [
-            1.0 - 2.0 * (y * y + z * z),
-            2.0 * (x * y - w * z),
-            2.0 * (x * z + w * y),
-        ],
-        [
-            2.0 * (x * y + w * z),
-            1.0 - 2.0 * (x * x + z * z),
-            2.0 * (y * z - w * x),
-        ],
-        [
-            2.0 * (x * z - w * y),
-            2.0 * (y * z + w * x),
-            1.0 - 2.0 * (x * x + y * y),
-        ],
-    ];
-    let s = [log_scale[0].exp(), log_scale[1].exp(), log_scale[2].exp()];
-    let m = |i: usize, k: usize| r[i][k] * s[k];
-    let e = |i: usize, j: usize| (0..3).map(|k| m(i, k) * m(j, k)).sum::<f32>();
-    [e(0, 0), e(0, 1), e(0, 2), e(1, 1), e(1, 2), e(2, 2)]
 }
 
 pub(crate) fn upload_geometry<R: Runtime>(
@@ -55,7 +29,7 @@ pub(crate) fn upload_geometry<R: Runtime>(
         .log_scales
         .iter()
         .zip(&g.rotations)
-        .flat_map(|(s, q)| covariance(q, s))
+        .flat_map(|(s, q)| lsplat_core::gaussians::covariance(q, s).map(|v| v as f32))
         .collect();
     let opacity: Vec<f32> = (0..g.len()).map(|i| g.opacity(i)).collect();
     Ok(GpuGeometry {

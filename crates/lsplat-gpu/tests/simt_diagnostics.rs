@@ -170,3 +170,34 @@ fn an_out_of_bounds_write_faults_and_names_the_kernel() {
         assert!(err.contains(needle), "{needle:?} missing from: {err}");
     }
 }
+
+/// Without a C++ compiler the runtime says what to install. The compiler is looked up
+/// once per process, so the check runs in a child with `CXX` naming no program.
+#[test]
+fn no_cxx_compiler_names_what_to_install() {
+    if std::env::var_os("LS_SIMT_NO_CXX_CHILD").is_some() {
+        match lsplat_gpu::simt::Simt::new(Default::default()) {
+            Ok(_) => eprintln!("opened without a compiler"),
+            Err(e) => eprintln!("error: {e}"),
+        }
+        std::process::exit(0);
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "no_cxx_compiler_names_what_to_install",
+            "--nocapture",
+        ])
+        .env("LS_SIMT_NO_CXX_CHILD", "1")
+        .env("CXX", "/nonexistent/lsplat-no-such-c++")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    for needle in [
+        "the `simt` backend is unavailable",
+        "apt-get install g++",
+        "/nonexistent/lsplat-no-such-c++",
+    ] {
+        assert!(err.contains(needle), "{needle:?} missing from: {err}");
+    }
+}

@@ -153,9 +153,13 @@ pub fn values(rng: &mut Rng, n: usize) -> Vec<f32> {
     (0..n).map(|_| rng.range(-1.0, 1.0)).collect()
 }
 
-/// A random valid-pixel subset (probability `p`) as host lists.
+/// A random valid-pixel subset (probability `p`) as host lists, with every seventh
+/// tile left without valid pixels (empty tiles).
 pub fn subset(rng: &mut Rng, grid: TileGrid, p: f32) -> (Vec<u32>, Vec<u32>) {
-    grid.select_pixels(|_| rng.f32() < p)
+    grid.select_pixels(|i| {
+        let tile = grid.tile_of(i % grid.width, i / grid.width);
+        rng.f32() < p && tile % 7 != 3
+    })
 }
 
 /// Ground truth on both devices from the same host data.
