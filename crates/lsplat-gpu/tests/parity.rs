@@ -26,6 +26,14 @@ fn allowed(n: usize) -> usize {
     2 + n / 500
 }
 
+/// The same where tiles hold thousands of splats: the GPU sorts by f32 depths, the CPU
+/// by f32-rounded f64 depths, so two splats less than an ulp apart in depth may swap and
+/// change a few nearby pixels entirely (seed 1795574272565651878: 6 pixels of 1 244). A
+/// batching or indexing bug changes most pixels of every long list.
+fn allowed_ties(n: usize) -> usize {
+    2 + n / 100
+}
+
 fn projection_and_bins_match<R: Runtime>(gpu: &GpuBackend<R>) {
     let cpu = CpuBackend::new(1);
     let mut rng = Rng::new(seed());
@@ -320,6 +328,7 @@ fn wide_indices_match<R: Runtime>(gpu: &GpuBackend<R>) {
     // Each pixel sums dozens of splats whose f32 weights differ from the CPU's
     // f64-derived ones in the last bits, so a few rows drift by ~3e-4 relative (seed
     // 1795572630621676136 has 12); a wrong batch or a lost splat is off by far more.
+    // Depth ties are allowed for as `allowed_ties` says.
     let (atol, rtol) = (1e-4, 1e-3);
     compare(
         "rasterize (long lists)",
@@ -327,7 +336,7 @@ fn wide_indices_match<R: Runtime>(gpu: &GpuBackend<R>) {
         &oc,
         atol,
         rtol,
-        allowed(oc.len()),
+        allowed_ties(oc.len()),
     );
     let d = values(&mut rng, px.len() * c);
     let mut dc = vec![0.0; n * c];
@@ -343,7 +352,7 @@ fn wide_indices_match<R: Runtime>(gpu: &GpuBackend<R>) {
         &dc,
         1e-4,
         1e-4,
-        allowed(dc.len()),
+        allowed_ties(dc.len()),
     );
     let wc = cpu
         .build_operator(&pc, &bc, &sc, n, WeightPrecision::F32)
@@ -362,7 +371,7 @@ fn wide_indices_match<R: Runtime>(gpu: &GpuBackend<R>) {
         &yc,
         atol,
         rtol,
-        allowed(yc.len()),
+        allowed_ties(yc.len()),
     );
     compare(
         "spmm vs rasterize (GPU)",
@@ -383,7 +392,7 @@ fn wide_indices_match<R: Runtime>(gpu: &GpuBackend<R>) {
         &tc,
         1e-4,
         1e-4,
-        allowed(tc.len()),
+        allowed_ties(tc.len()),
     );
 }
 
