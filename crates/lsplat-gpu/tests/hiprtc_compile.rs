@@ -7,8 +7,9 @@
 
 #![cfg(feature = "hip")]
 
+mod common;
+
 use lsplat_gpu::hip::{WARP_PROBE, api, hiprtc};
-use lsplat_kernels::{Kernel, TILE_SIZES};
 
 const STRICT: [&str; 3] = ["-Wall", "-Wextra", "-Werror"];
 
@@ -32,33 +33,11 @@ fn every_kernel_compiles_cleanly() {
     if !hiprtc_or_skip() {
         return;
     }
-    let mut failures = Vec::new();
-    let mut count = 0;
-    for (arch, warp) in [("gfx90a", 64), ("gfx1030", 32)] {
-        for tile in TILE_SIZES {
-            for channels in [3u32, 64] {
-                for kernel in Kernel::ALL {
-                    count += 1;
-                    match hiprtc::compile(kernel, tile, channels, arch, warp, &STRICT) {
-                        Ok(c) if c.log.is_empty() => {}
-                        Ok(c) => failures.push(format!(
-                            "{} {arch} tile {tile} C {channels}: warnings:\n{}",
-                            kernel.file_name(),
-                            c.log
-                        )),
-                        Err(e) => failures.push(e.to_string()),
-                    }
-                }
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {count} compilations failed:\n{}",
-        failures.len(),
-        failures.join("\n\n")
-    );
-    eprintln!("{count} compilations clean");
+    // gfx90a runs wave64 only; gfx1030 (RDNA) is compiled for wave32.
+    common::compile_every_family(&["gfx90a", "gfx1030"], |kernel, tile, c, arch| {
+        let warp = if arch == "gfx90a" { 64 } else { 32 };
+        hiprtc::compile(kernel, tile, c, arch, warp, &STRICT).map(|c| c.log)
+    });
 }
 
 #[test]

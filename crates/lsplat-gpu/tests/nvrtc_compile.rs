@@ -6,8 +6,9 @@
 
 #![cfg(feature = "cuda")]
 
+mod common;
+
 use lsplat_gpu::cuda::nvrtc;
-use lsplat_kernels::{Kernel, TILE_SIZES};
 
 fn nvrtc_or_skip() -> bool {
     if nvrtc::nvrtc_available() {
@@ -30,33 +31,11 @@ fn every_kernel_compiles_cleanly() {
     }
     let version = nvrtc::nvrtc_version().expect("nvrtc version");
     eprintln!("NVRTC {}.{}", version.0, version.1);
-    let mut failures = Vec::new();
-    let mut count = 0;
-    for arch in ["sm_80", "sm_90"] {
-        for tile in TILE_SIZES {
-            for channels in [3u32, 64] {
-                for kernel in Kernel::ALL {
-                    count += 1;
-                    match nvrtc::compile(kernel, tile, channels, arch, false) {
-                        Ok(c) if c.log.is_empty() => assert!(!c.cubin.is_empty()),
-                        Ok(c) => failures.push(format!(
-                            "{} {arch} tile {tile} C {channels}: warnings:\n{}",
-                            kernel.file_name(),
-                            c.log
-                        )),
-                        Err(e) => failures.push(e.to_string()),
-                    }
-                }
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {count} compilations failed:\n{}",
-        failures.len(),
-        failures.join("\n\n")
-    );
-    eprintln!("{count} compilations clean");
+    common::compile_every_family(&["sm_80", "sm_90"], |kernel, tile, c, arch| {
+        let compiled = nvrtc::compile(kernel, tile, c, arch, false)?;
+        assert!(!compiled.cubin.is_empty());
+        Ok(compiled.log)
+    });
 }
 
 #[test]

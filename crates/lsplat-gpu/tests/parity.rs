@@ -109,16 +109,8 @@ fn raster_forward_backward_operator_match<R: Runtime>(gpu: &GpuBackend<R>) {
     let mut rng = Rng::new(seed());
     for (tile, c) in [(16, 3), (8, 3), (16, 64), (8, 37)] {
         let s = scene(&mut rng, 2500, 190, 131, tile);
-        let (gc, gg) = (
-            cpu.upload_geometry(&s.gaussians).unwrap(),
-            gpu.upload_geometry(&s.gaussians).unwrap(),
-        );
-        let (mut pc, mut pg) = (Default::default(), Default::default());
-        let (mut bc, mut bg) = (Default::default(), Default::default());
-        cpu.project(&gc, &s.camera, s.grid, &mut pc).unwrap();
-        gpu.project(&gg, &s.camera, s.grid, &mut pg).unwrap();
-        cpu.bin_and_sort(&pc, s.grid, &mut bc).unwrap();
-        gpu.bin_and_sort(&pg, s.grid, &mut bg).unwrap();
+        let (pc, bc) = common::binned(&cpu, &s);
+        let (pg, bg) = common::binned(gpu, &s);
         let (px, off) = common::subset(&mut rng, s.grid, 0.6);
         // Partial tiles (the image is no multiple of the tile), tiles without splats
         // and tiles without valid pixels are all present.
@@ -299,16 +291,8 @@ fn wide_indices_match<R: Runtime>(gpu: &GpuBackend<R>) {
     let mut rng = Rng::new(seed());
     let s = scene(&mut rng, 70_000, 72, 40, 8);
     let n = s.gaussians.len();
-    let (gc, gg) = (
-        cpu.upload_geometry(&s.gaussians).unwrap(),
-        gpu.upload_geometry(&s.gaussians).unwrap(),
-    );
-    let (mut pc, mut pg) = (Default::default(), Default::default());
-    let (mut bc, mut bg) = (Default::default(), Default::default());
-    cpu.project(&gc, &s.camera, s.grid, &mut pc).unwrap();
-    gpu.project(&gg, &s.camera, s.grid, &mut pg).unwrap();
-    cpu.bin_and_sort(&pc, s.grid, &mut bc).unwrap();
-    gpu.bin_and_sort(&pg, s.grid, &mut bg).unwrap();
+    let (pc, bc) = common::binned(&cpu, &s);
+    let (pg, bg) = common::binned(gpu, &s);
     let (offsets, _) = bg.download(gpu).unwrap();
     let longest = offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap();
     assert!(longest > 1024, "longest tile list {longest}: too short");
@@ -403,16 +387,8 @@ fn infinite_gradients_stay_where_the_cpu_puts_them<R: Runtime>(gpu: &GpuBackend<
     let mut rng = Rng::new(seed());
     let (tile, c) = (16, 3);
     let s = scene(&mut rng, 1500, 97, 61, tile);
-    let (gc, gg) = (
-        cpu.upload_geometry(&s.gaussians).unwrap(),
-        gpu.upload_geometry(&s.gaussians).unwrap(),
-    );
-    let (mut pc, mut pg) = (Default::default(), Default::default());
-    let (mut bc, mut bg) = (Default::default(), Default::default());
-    cpu.project(&gc, &s.camera, s.grid, &mut pc).unwrap();
-    gpu.project(&gg, &s.camera, s.grid, &mut pg).unwrap();
-    cpu.bin_and_sort(&pc, s.grid, &mut bc).unwrap();
-    gpu.bin_and_sort(&pg, s.grid, &mut bg).unwrap();
+    let (pc, bc) = common::binned(&cpu, &s);
+    let (pg, bg) = common::binned(gpu, &s);
     let (px, off) = common::subset(&mut rng, s.grid, 0.8);
     let sc = PixelSet::upload(&cpu, s.grid, &px, &off).unwrap();
     let sg = PixelSet::upload(gpu, s.grid, &px, &off).unwrap();

@@ -9,6 +9,7 @@ use lsplat_cpu::CpuBackend;
 use lsplat_device::{Backend, CameraParams, DeviceError, GroundTruth, PixelSet};
 use lsplat_gpu::simt::{Schedule, Simt, SimtOptions};
 use lsplat_gpu::{GpuBackend, Runtime, SimtBackend};
+use lsplat_kernels::Kernel;
 
 fn required(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| v == "1")
@@ -146,6 +147,51 @@ pub fn scene(rng: &mut Rng, n: usize, w: u32, h: u32, tile: u32) -> Scene {
         camera: CameraParams::new(&cam, 0.01, 1e10),
         grid: TileGrid::new(tile, w, h),
     }
+}
+
+/// The scene projected and binned on `dev`.
+pub fn binned<B: Backend>(dev: &B, s: &Scene) -> (B::Projection, B::Bins) {
+    let geometry = dev.upload_geometry(&s.gaussians).unwrap();
+    let (mut proj, mut bins) = (B::Projection::default(), B::Bins::default());
+    dev.project(&geometry, &s.camera, s.grid, &mut proj)
+        .unwrap();
+    dev.bin_and_sort(&proj, s.grid, &mut bins).unwrap();
+    (proj, bins)
+}
+
+/// Compiles every kernel family for each target, both tile sizes and C = 3 and 64
+/// with `compile(kernel, tile, channels, target)`, which returns the compiler's log;
+/// fails listing every error and every non-empty log (warnings are errors).
+pub fn compile_every_family(
+    targets: &[&str],
+    mut compile: impl FnMut(Kernel, u32, u32, &str) -> Result<String, DeviceError>,
+) {
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for target in targets {
+        for tile in lsplat_kernels::TILE_SIZES {
+            for channels in [3u32, 64] {
+                for kernel in Kernel::ALL {
+                    count += 1;
+                    match compile(kernel, tile, channels, target) {
+                        Ok(log) if log.is_empty() => {}
+                        Ok(log) => failures.push(format!(
+                            "{} {target} tile {tile} C {channels}: warnings:\n{log}",
+                            kernel.file_name()
+                        )),
+                        Err(e) => failures.push(e.to_string()),
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {count} compilations failed:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+    eprintln!("{count} compilations clean");
 }
 
 /// Random values in [-1, 1).
