@@ -15,8 +15,9 @@ const STRICT: [&str; 3] = ["-Wall", "-Wextra", "-Werror"];
 
 fn hiprtc_or_skip() -> bool {
     match hiprtc::hiprtc_version() {
-        Ok(((major, minor), path)) => {
-            eprintln!("hiprtc {major}.{minor} from {path}");
+        Ok((_, path)) => {
+            let rt = lsplat_gpu::hip::runtime_version().unwrap_or_default();
+            eprintln!("hiprtc from {path}; {rt}");
             true
         }
         Err(e) => {

@@ -69,6 +69,26 @@ fn check(api: &api::Hip, what: &str, s: Status) -> Result<()> {
     }
 }
 
+/// The HIP runtime's version and library, e.g. `HIP 5.2.21153 (libamdhip64.so)`.
+pub fn runtime_version() -> Result<String> {
+    let (hip, _) = api::hip().map_err(unavailable)?;
+    let mut v = 0;
+    // SAFETY: `v` is a valid out pointer; the call needs no initialised device.
+    let s = unsafe { (hip.hipRuntimeGetVersion)(&mut v) };
+    let path = api::hip_path().unwrap_or("libamdhip64");
+    Ok(if s == SUCCESS {
+        // HIP_VERSION = major · 10⁷ + minor · 10⁵ + patch.
+        format!(
+            "HIP {}.{}.{} ({path})",
+            v / 10_000_000,
+            v / 100_000 % 100,
+            v % 100_000
+        )
+    } else {
+        format!("HIP ({path})")
+    })
+}
+
 /// The runtime, initialised, and the number of devices.
 fn init() -> Result<(&'static api::Hip, &'static api::Extra, c_int)> {
     let (hip, extra) = api::hip().map_err(unavailable)?;
@@ -76,10 +96,10 @@ fn init() -> Result<(&'static api::Hip, &'static api::Extra, c_int)> {
     let s = unsafe { (hip.hipInit)(0) };
     if s != SUCCESS {
         return Err(unavailable(format!(
-            "no usable AMD GPU: hipInit failed with {} (runtime {}; is the amdgpu driver \
-             loaded and /dev/kfd accessible?)",
+            "no usable AMD GPU: hipInit failed with {} ({}; is the amdgpu driver loaded \
+             and /dev/kfd accessible?)",
             status_name(hip, s),
-            api::hip_path().unwrap_or("?")
+            runtime_version()?
         )));
     }
     let mut count = 0;
@@ -87,9 +107,9 @@ fn init() -> Result<(&'static api::Hip, &'static api::Extra, c_int)> {
     let s = unsafe { (hip.hipGetDeviceCount)(&mut count) };
     if s != SUCCESS || count <= 0 {
         return Err(unavailable(format!(
-            "no AMD GPU found (hipGetDeviceCount: {}; runtime {})",
+            "no AMD GPU found (hipGetDeviceCount: {}; {})",
             status_name(hip, s),
-            api::hip_path().unwrap_or("?")
+            runtime_version()?
         )));
     }
     Ok((hip, extra, count))
@@ -139,9 +159,9 @@ fn arch(hip: &api::Hip, extra: &api::Extra, d: c_int) -> Result<String> {
 /// One line per AMD device: name, architecture, wavefront size and memory.
 pub fn list_devices() -> Result<Vec<String>> {
     let (hip, extra, count) = init()?;
-    let rt = api::hip_path().unwrap_or("libamdhip64");
+    let rt = runtime_version()?;
     let rtc = match hiprtc::hiprtc_version() {
-        Ok(((ma, mi), path)) => format!("hiprtc {ma}.{mi} ({path})"),
+        Ok((_, path)) => format!("hiprtc from {path}"),
         Err(e) => format!("no hiprtc: {e}"),
     };
     (0..count)
@@ -276,7 +296,8 @@ impl Runtime for Hip {
     ) -> Result<HipModule> {
         let flags = hiprtc::flags(defines, &self.arch, self.warp)?;
         let version = hiprtc::hiprtc_version()?;
-        let key = crate::kcache::key((source, &flags, version));
+        // hiprtcVersion alone does not tell ROCm releases apart (ROCm 5.2's says 9.0).
+        let key = crate::kcache::key((source, &flags, version, runtime_version().ok()));
         let path = crate::kcache::dir("hip").join(format!("{}-{key:016x}.hsaco", self.arch));
         let code = crate::kcache::bytes(&path, || {
             Ok(hiprtc::compile_source(label, label, source, &flags)?.code)
