@@ -4,9 +4,11 @@
 // header force-included, the same -D defines as NVRTC/hiprtc plus LS_WARP_SIZE, and a
 // generated trampoline per kernel. A block runs on one OS thread; each of its threads
 // is a fiber with its own stack (guard page below it). Fibers run until they reach a
-// synchronisation point (a block barrier or a warp collective) and then yield to the
-// block scheduler, which resumes them in the order the schedule asks for (in order,
-// reverse, or a seeded random permutation per round). So barriers, barrier
+// synchronisation point (a block barrier or a warp collective) and then hand over
+// directly to the next fiber of the round (one context switch per fiber); after the
+// last, the block scheduler resolves the synchronisation points and starts the next
+// round in the order the schedule asks for (in order, reverse, or a seeded random
+// permutation per round). So barriers, barrier
 // reductions, shuffles and ballots are exact, and a missing barrier shows up as a
 // schedule-dependent result. Atomics are real atomics (blocks run concurrently).
 //
@@ -98,11 +100,17 @@ struct Launch {
   volatile unsigned* current_thread;  // written on every switch (fault reports)
 };
 
+struct Fiber;
 struct BlockCtx {
   uint3 bid, bdim, gdim;
   void** params;
   void (*body)(void**);
   void* sched_sp;
+  // The round in progress: fibers run in `order`, each handing over to the next.
+  const unsigned* order;
+  unsigned pos, count;
+  Fiber* fibers;
+  volatile unsigned* current_thread;
 };
 
 inline thread_local Fiber* cur = nullptr;
@@ -261,11 +269,26 @@ struct Stacks {
 inline thread_local Stacks stacks;
 inline thread_local Fiber fibers[kMaxThreads];
 
+// Suspends the current fiber and resumes the next one of the round (or, after the last,
+// the block scheduler): one context switch per fiber per round.
+inline void hand_over() {
+  BlockCtx* b = blk;
+  Fiber* from = cur;
+  if (++b->pos < b->count) {
+    Fiber* next = &b->fibers[b->order[b->pos]];
+    cur = next;
+    *b->current_thread = next->linear;
+    ls_simt_switch(&from->sp, next->sp);
+  } else {
+    ls_simt_switch(&from->sp, b->sched_sp);
+  }
+}
+
 [[noreturn]] inline void fiber_entry() {
   BlockCtx* b = blk;
   b->body(b->params);
   cur->state = kDone;
-  ls_simt_switch(&cur->sp, b->sched_sp);
+  hand_over();
   __builtin_trap();  // a finished fiber is never resumed
 }
 
@@ -286,7 +309,7 @@ inline void* initial_sp(char* top) {
 #endif
 }
 
-inline void yield() { ls_simt_switch(&cur->sp, blk->sched_sp); }
+inline void yield() { hand_over(); }
 
 // ---- synchronisation points ------------------------------------------------------
 inline int barrier(int line, int kind, int pred) {
@@ -495,6 +518,8 @@ inline int run_block(const Launch* l, void** params, void (*body)(void**), const
   ctx.gdim = uint3{l->grid[0], l->grid[1], l->grid[2]};
   ctx.params = params;
   ctx.body = body;
+  ctx.fibers = fibers;
+  ctx.current_thread = l->current_thread;
   blk = &ctx;
   for (unsigned i = 0; i < n; i++) {
     Fiber& f = fibers[i];
@@ -516,8 +541,11 @@ inline int run_block(const Launch* l, void** params, void (*body)(void**), const
     if (l->schedule == 1) std::reverse(order, order + m);
     if (l->schedule == 2)
       for (unsigned i = m; i > 1; i--) std::swap(order[i - 1], order[rng.next() % i]);
-    for (unsigned k = 0; k < m; k++) {
-      Fiber* f = &fibers[order[k]];
+    if (m > 0) {
+      ctx.order = order;
+      ctx.pos = 0;
+      ctx.count = m;
+      Fiber* f = &fibers[order[0]];
       cur = f;
       *l->current_thread = f->linear;
       ls_simt_switch(&ctx.sched_sp, f->sp);
