@@ -235,19 +235,12 @@ pub fn demo(dev: &CpuBackend) -> Case {
     Case::new(dev, "demo", &s.gaussians, &s.cameras[0], &s.labels[0])
 }
 
-/// The biker splat (`../shared/data/splats/playcanvas_biker.inria_sh0.ply` from the
-/// workspace root) seen from an orbit camera at `size`, 25% valid pixels; `None`
-/// when the file is missing.
+/// The biker splat (`splats/playcanvas_biker.inria_sh0.ply` of the test data, see
+/// [`lsplat_data::testdata`]) seen from an orbit camera at `size`, 25% valid pixels;
+/// `None` (skipped, with one line) when the test data is absent.
 pub fn biker(dev: &CpuBackend, size: (u32, u32)) -> Option<Case> {
-    let path = std::path::Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/splats/playcanvas_biker.inria_sh0.ply"
-    ));
-    if !path.exists() {
-        eprintln!("{} not found: biker case skipped", path.display());
-        return None;
-    }
-    let g = lsplat_data::ply::read_ply(path).ok()?.gaussians;
+    let path = lsplat_data::testdata::test_file("splats/playcanvas_biker.inria_sh0.ply")?;
+    let g = lsplat_data::ply::read_ply(&path).ok()?.gaussians;
     // Look at the median centre from ~1.1x the spread of the middle 80% of centres.
     let mut centre = [0f32; 3];
     let mut spread = 0f32;

@@ -123,20 +123,11 @@ fn demo_scene() -> SceneData {
     lsplat_data::demo::generate(&cfg.demo, 1).unwrap().scene
 }
 
-const BIKER: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/data/splats/playcanvas_biker.inria_sh0.ply"
-);
-
 /// The real biker splat (every `stride`-th Gaussian) with orbit cameras at small
-/// resolution and random labels; `None` (with a note) when the file is not there.
+/// resolution and random labels; `None` (skipped, with one line) without the test data.
 fn biker_scene(seed: u64, cams: usize, size: (u32, u32), stride: usize) -> Option<SceneData> {
-    let path = std::path::Path::new(BIKER);
-    if !path.exists() {
-        eprintln!("{BIKER} not found: biker case skipped");
-        return None;
-    }
-    let all = lsplat_data::ply::read_ply(path).unwrap().gaussians;
+    let path = lsplat_data::testdata::test_file("splats/playcanvas_biker.inria_sh0.ply")?;
+    let all = lsplat_data::ply::read_ply(&path).unwrap().gaussians;
     fn every<T: Copy>(v: &[T], stride: usize) -> Vec<T> {
         v.iter().copied().step_by(stride).collect()
     }

@@ -4,17 +4,11 @@
 mod common;
 
 use common::python;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lsplat-engine"))
-}
-
-fn shared(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel)
 }
 
 fn run(cmd: &mut Command) -> String {
@@ -29,9 +23,12 @@ fn run(cmd: &mut Command) -> String {
 
 #[test]
 fn synth_import_train_and_read_back() {
+    let Some(ply) = lsplat_data::testdata::test_file("splats/playcanvas_biker.inria_sh0.ply")
+    else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let ply = shared("splats/playcanvas_biker.inria_sh0.ply");
     let out = run(bin()
         .args([
             "synth", "--orbit", "12", "--width", "256", "--height", "192", "--splats",

@@ -19,8 +19,7 @@ pub mod output;
 pub mod ply;
 pub mod run_dir;
 pub mod scene;
-#[cfg(test)]
-pub(crate) mod testdata;
+pub mod testdata;
 
 pub use error::DataError;
 pub use labels::{ImageLabels, SceneData};

@@ -6,14 +6,13 @@ use super::colmap::{pose_of, to_cameras};
 use super::colmap_bin::{write_cameras_bin, write_images_bin};
 use super::colmap_text::{write_cameras_txt, write_images_txt};
 use super::*;
-use crate::testdata;
 
-fn snow_json() -> Vec<Camera> {
-    read_inria_cameras(&testdata::path("snowmiku/cameras.json")).unwrap()
+fn snow_json(data: &std::path::Path) -> Vec<Camera> {
+    read_inria_cameras(&data.join("snowmiku/cameras.json")).unwrap()
 }
 
-fn snow_text_dir() -> std::path::PathBuf {
-    testdata::path("snowmiku/colmap_images_8/sparse/0")
+fn snow_text_dir(data: &std::path::Path) -> std::path::PathBuf {
+    data.join("snowmiku/colmap_images_8/sparse/0")
 }
 
 fn images_of(cams: &[Camera]) -> Vec<ColmapImage> {
@@ -32,7 +31,10 @@ fn images_of(cams: &[Camera]) -> Vec<ColmapImage> {
 
 #[test]
 fn golden_inria_cameras_json() {
-    let cams = snow_json();
+    let Some(data) = crate::testdata::test_data() else {
+        return;
+    };
+    let cams = snow_json(&data);
     assert_eq!(cams.len(), 97);
     let c = &cams[0];
     assert_eq!(
@@ -51,8 +53,11 @@ fn golden_inria_cameras_json() {
 
 #[test]
 fn golden_colmap_text_agrees_with_json_scaled_by_8() {
-    let text = read_colmap(&snow_text_dir()).unwrap();
-    let json = scale_cameras(&snow_json(), ImageScale::Factor(8.0));
+    let Some(data) = crate::testdata::test_data() else {
+        return;
+    };
+    let text = read_colmap(&snow_text_dir(&data)).unwrap();
+    let json = scale_cameras(&snow_json(&data), ImageScale::Factor(8.0));
     assert_eq!(text.len(), 97);
     let c = &text[0];
     assert_eq!(
@@ -72,7 +77,10 @@ fn golden_colmap_text_agrees_with_json_scaled_by_8() {
 
 #[test]
 fn golden_cameras_bin_and_distorted_models() {
-    let cams = read_cameras_bin(&testdata::path("snowmiku/sparse/0/cameras.bin")).unwrap();
+    let Some(data) = crate::testdata::test_data() else {
+        return;
+    };
+    let cams = read_cameras_bin(&data.join("snowmiku/sparse/0/cameras.bin")).unwrap();
     assert_eq!(cams.len(), 1);
     let c = &cams[0];
     assert_eq!((c.model_name(), c.width, c.height), ("PINHOLE", 3958, 2968));
@@ -80,7 +88,7 @@ fn golden_cameras_bin_and_distorted_models() {
         c.pinhole(Path::new("x")).unwrap(),
         (3276.9157129770406, 3276.9157129770406, 1979.0, 1484.0)
     );
-    let e = read_colmap(&testdata::path("snowmiku/sparse/0"))
+    let e = read_colmap(&data.join("snowmiku/sparse/0"))
         .unwrap_err()
         .to_string();
     assert!(e.contains("no images.bin"), "{e}");
@@ -88,10 +96,10 @@ fn golden_cameras_bin_and_distorted_models() {
         "snowmiku/distorted/sparse/0/cameras.bin",
         "fern_llff/sparse/0/cameras.bin",
     ] {
-        let path = testdata::path(f);
+        let path = data.join(f);
         let cams = read_cameras_bin(&path).unwrap();
         assert_eq!(cams[0].model_name(), "SIMPLE_RADIAL");
-        let imgs = images_of(&snow_json()[..2]);
+        let imgs = images_of(&snow_json(&data)[..2]);
         let e = to_cameras(&path, &cams, &imgs).unwrap_err().to_string();
         assert!(
             e.contains("SIMPLE_RADIAL")
@@ -104,7 +112,10 @@ fn golden_cameras_bin_and_distorted_models() {
 
 #[test]
 fn binary_and_text_round_trips() {
-    let text_dir = snow_text_dir();
+    let Some(data) = crate::testdata::test_data() else {
+        return;
+    };
+    let text_dir = snow_text_dir(&data);
     let cams = read_cameras_txt(&text_dir.join("cameras.txt")).unwrap();
     let imgs = read_images_txt(&text_dir.join("images.txt")).unwrap();
     assert_eq!((cams.len(), imgs.len()), (1, 97));
@@ -132,7 +143,10 @@ fn binary_and_text_round_trips() {
 #[test]
 fn bad_colmap_input() {
     let p = Path::new("m.bin");
-    let good = std::fs::read(testdata::path("snowmiku/sparse/0/cameras.bin")).unwrap();
+    let Some(data) = crate::testdata::test_data() else {
+        return;
+    };
+    let good = std::fs::read(data.join("snowmiku/sparse/0/cameras.bin")).unwrap();
     let e = parse_cameras_bin(&good[..50], p).unwrap_err().to_string();
     assert!(e.contains("m.bin") && e.contains("truncated"), "{e}");
     let mut b = good.clone();
@@ -159,7 +173,7 @@ fn bad_colmap_input() {
             .to_string()
             .contains("not finite")
     );
-    let mut im = images_of(&snow_json()[..1]);
+    let mut im = images_of(&snow_json(&data)[..1]);
     let dir = tempfile::tempdir().unwrap();
     let ip = dir.path().join("images.bin");
     write_images_bin(&ip, &im).unwrap();
@@ -177,7 +191,7 @@ fn bad_colmap_input() {
             .contains("not finite")
     );
     im[0].camera_id = 5;
-    let cams = read_cameras_bin(&testdata::path("snowmiku/sparse/0/cameras.bin")).unwrap();
+    let cams = read_cameras_bin(&data.join("snowmiku/sparse/0/cameras.bin")).unwrap();
     assert!(
         to_cameras(p, &cams, &im)
             .unwrap_err()
@@ -205,7 +219,10 @@ fn bad_colmap_input() {
 
 #[test]
 fn nerfstudio_transforms_match_inria_poses() {
-    let json = snow_json();
+    let Some(data) = crate::testdata::test_data() else {
+        return;
+    };
+    let json = snow_json(&data);
     let frames: Vec<serde_json::Value> = json[..5]
         .iter()
         .map(|c| {
@@ -266,7 +283,10 @@ fn inria_json_errors_and_gsplat_npz() {
             .to_string()
             .contains("orthonormal")
     );
-    let cams = load_cameras(&testdata::path("test_garden.npz")).unwrap();
+    let Some(data) = crate::testdata::test_data() else {
+        return;
+    };
+    let cams = load_cameras(&data.join("test_garden.npz")).unwrap();
     assert_eq!(cams.len(), 3);
     assert_eq!(
         (cams[0].width, cams[0].height, cams[1].name.as_str()),
