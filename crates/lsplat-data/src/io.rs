@@ -32,12 +32,22 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), DataError> {
     write_atomic(path, |w| w.write_all(bytes))
 }
 
+/// A temporary name beside `path`, unique to this process and call:
+/// `.<name>.<pid>.<n>.tmp`. Hidden and ending in `.tmp`, so a file left by a killed
+/// writer never looks like a finished output.
 fn temp_path(path: &Path) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+    path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()))
+}
+
+/// True for a temporary name made by this module (`.<name>.….tmp`).
+pub fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".tmp")
 }
 
 /// Writes a float32 array as a `.npy` file (little-endian, C order) atomically.
@@ -145,6 +155,21 @@ mod tests {
         t.commit(f).unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"abc");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn temp_names_are_unique_and_hidden() {
+        let p = Path::new("/x/features.parquet");
+        let (a, b) = (temp_path(p), temp_path(p));
+        assert_ne!(a, b);
+        for t in [a, b] {
+            let name = t.file_name().unwrap().to_str().unwrap().to_string();
+            assert!(
+                is_temp_name(&name) && name.starts_with(".features.parquet."),
+                "{name}"
+            );
+            assert_eq!(t.parent(), p.parent());
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod npy;
 pub mod npz;
 pub mod output;
 pub mod ply;
+pub mod run;
 pub mod run_dir;
 pub mod scene;
 pub mod testdata;

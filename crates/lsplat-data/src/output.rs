@@ -33,9 +33,8 @@ pub fn write_gaussian_features(path: &Path, features: &[f32], dim: usize) -> Res
         ));
     }
     let schema = Arc::new(gaussian_features_schema(dim));
-    let tmp = path.with_extension("parquet.tmp");
-    let result = (|| -> Result<(), Box<dyn std::error::Error>> {
-        let file = File::create(&tmp)?;
+    let (target, file) = crate::io::AtomicTarget::create(path)?;
+    let result = (|| -> Result<File, Box<dyn std::error::Error>> {
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
             .build();
@@ -53,15 +52,10 @@ pub fn write_gaussian_features(path: &Path, features: &[f32], dim: usize) -> Res
                 Arc::new(FixedSizeListArray::try_new(item, dim as i32, values, None)?);
             w.write(&RecordBatch::try_new(schema.clone(), vec![ids, list])?)?;
         }
-        let file = w.into_inner()?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        Ok(())
+        Ok(w.into_inner()?)
     })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        DataError::format(path, format!("writing Parquet: {e}"))
-    })
+    let file = result.map_err(|e| DataError::format(path, format!("writing Parquet: {e}")))?;
+    target.commit(file)
 }
 
 /// Writes the input splats in the Inria layout with `f_lang_0..dim-1` appended

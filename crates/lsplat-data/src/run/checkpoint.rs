@@ -1,0 +1,277 @@
+//! Checkpoints: a safetensors file written and read by our own code.
+//!
+//! Layout (the safetensors format, so `safetensors.numpy.load_file` or a few lines of
+//! numpy read it): an 8-byte little-endian header length, a JSON header (padded with
+//! spaces to a multiple of 8 bytes), then the raw little-endian tensors. The header
+//! maps each tensor name to `{"dtype": "F32", "shape": [N, C], "data_offsets":
+//! [begin, end]}` and `__metadata__` to string values: `format`
+//! (`lsplat-checkpoint`), `version`, `step` (steps completed), `sampler_position`
+//! (cameras drawn so far), `gaussians`, `channels`, `backend` and `config` (the
+//! resolved configuration, TOML). Tensors: `params` (the raw trained parameters,
+//! before V1 normalisation), `adam_m`, `adam_v`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::DataError;
+
+/// Value of the `format` metadata key.
+pub const FORMAT: &str = "lsplat-checkpoint";
+/// Version of the checkpoint layout.
+pub const VERSION: u32 = 1;
+/// Largest header accepted (bytes).
+const MAX_HEADER: u64 = 1 << 26;
+/// Tensor names, in file order.
+const TENSORS: [&str; 3] = ["params", "adam_m", "adam_v"];
+
+/// Everything needed to continue a run bit for bit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checkpoint {
+    /// Steps completed (the next step to run).
+    pub step: u64,
+    /// Cameras the sampler has drawn.
+    pub sampler_position: u64,
+    /// Number of Gaussians N.
+    pub gaussians: usize,
+    /// Channels C.
+    pub channels: usize,
+    /// Backend that wrote it (informative).
+    pub backend: String,
+    /// The resolved configuration (TOML).
+    pub config: String,
+    /// Raw parameters `[N, C]`.
+    pub params: Vec<f32>,
+    /// Adam first moment `[N, C]`.
+    pub adam_m: Vec<f32>,
+    /// Adam second moment `[N, C]`.
+    pub adam_v: Vec<f32>,
+}
+
+impl Checkpoint {
+    fn tensors(&self) -> [&[f32]; 3] {
+        [&self.params, &self.adam_m, &self.adam_v]
+    }
+
+    /// The first tensor holding a non-finite value, with the value's index.
+    pub fn first_non_finite(&self) -> Option<(&'static str, usize)> {
+        TENSORS
+            .iter()
+            .zip(self.tensors())
+            .find_map(|(name, t)| t.iter().position(|v| !v.is_finite()).map(|i| (*name, i)))
+    }
+
+    /// Writes the checkpoint to `path` atomically.
+    pub fn write(&self, path: &Path) -> Result<(), DataError> {
+        let n = self.gaussians * self.channels;
+        for (name, t) in TENSORS.iter().zip(self.tensors()) {
+            if t.len() != n {
+                return Err(DataError::format(
+                    path,
+                    format!(
+                        "tensor `{name}` has {} values, not {}×{}",
+                        t.len(),
+                        self.gaussians,
+                        self.channels
+                    ),
+                ));
+            }
+        }
+        let mut header = serde_json::Map::new();
+        let meta: BTreeMap<&str, String> = [
+            ("format", FORMAT.to_string()),
+            ("version", VERSION.to_string()),
+            ("step", self.step.to_string()),
+            ("sampler_position", self.sampler_position.to_string()),
+            ("gaussians", self.gaussians.to_string()),
+            ("channels", self.channels.to_string()),
+            ("backend", self.backend.clone()),
+            ("config", self.config.clone()),
+        ]
+        .into_iter()
+        .collect();
+        header.insert("__metadata__".into(), serde_json::json!(meta));
+        let bytes = (n * 4) as u64;
+        for (k, name) in TENSORS.iter().enumerate() {
+            header.insert(
+                name.to_string(),
+                serde_json::json!({
+                    "dtype": "F32",
+                    "shape": [self.gaussians, self.channels],
+                    "data_offsets": [k as u64 * bytes, (k as u64 + 1) * bytes],
+                }),
+            );
+        }
+        let mut text = serde_json::to_string(&header)
+            .map_err(|e| DataError::format(path, e.to_string()))?
+            .into_bytes();
+        while !text.len().is_multiple_of(8) {
+            text.push(b' ');
+        }
+        crate::io::write_atomic(path, |w| {
+            w.write_all(&(text.len() as u64).to_le_bytes())?;
+            w.write_all(&text)?;
+            for t in self.tensors() {
+                for v in t {
+                    w.write_all(&v.to_le_bytes())?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Reads and checks a checkpoint written by [`Checkpoint::write`].
+    pub fn read(path: &Path) -> Result<Checkpoint, DataError> {
+        let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+        Checkpoint::parse(&bytes, path)
+    }
+
+    /// Parses checkpoint bytes; `path` names the file in errors.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<Checkpoint, DataError> {
+        let bad = |p: String| DataError::format(path, format!("not a usable checkpoint: {p}"));
+        let len = bytes
+            .get(..8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            .ok_or_else(|| bad("shorter than its 8-byte header length".into()))?;
+        if len > MAX_HEADER || 8 + len > bytes.len() as u64 {
+            return Err(bad(format!(
+                "header length {len} exceeds the file ({} bytes)",
+                bytes.len()
+            )));
+        }
+        let (head, data) = bytes[8..].split_at(len as usize);
+        let header: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(head).map_err(|e| bad(format!("header: {e}")))?;
+        let meta = header
+            .get("__metadata__")
+            .and_then(|m| m.as_object())
+            .ok_or_else(|| bad("no __metadata__".into()))?;
+        let text = |k: &str| {
+            meta.get(k)
+                .and_then(|v| v.as_str())
+                .ok_or_else(|| bad(format!("metadata `{k}` missing")))
+        };
+        let number = |k: &str| {
+            text(k)?
+                .parse::<u64>()
+                .map_err(|_| bad(format!("metadata `{k}` is not a number")))
+        };
+        if text("format")? != FORMAT {
+            return Err(bad(format!("format is `{}`", text("format")?)));
+        }
+        let version = number("version")?;
+        if version != VERSION as u64 {
+            return Err(bad(format!(
+                "layout version {version}; this build reads version {VERSION}"
+            )));
+        }
+        let (gaussians, channels) = (number("gaussians")?, number("channels")?);
+        let n = gaussians
+            .checked_mul(channels)
+            .filter(|n| n.checked_mul(4).is_some_and(|b| b <= data.len() as u64))
+            .ok_or_else(|| bad(format!("{gaussians}×{channels} values exceed the file")))?
+            as usize;
+        let mut tensors = Vec::with_capacity(3);
+        for name in TENSORS {
+            let t = header
+                .get(name)
+                .ok_or_else(|| bad(format!("tensor `{name}` missing")))?;
+            let shape: Option<Vec<u64>> = t["shape"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_u64()).collect());
+            if t["dtype"] != "F32" || shape != Some(vec![gaussians, channels]) {
+                return Err(bad(format!(
+                    "tensor `{name}` is not F32 [{gaussians}, {channels}]"
+                )));
+            }
+            let off: Vec<u64> = t["data_offsets"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_u64()).collect())
+                .unwrap_or_default();
+            let range = match off[..] {
+                [a, b] if b >= a && b - a == 4 * n as u64 && b <= data.len() as u64 => {
+                    a as usize..b as usize
+                }
+                _ => return Err(bad(format!("tensor `{name}` has bad data offsets"))),
+            };
+            tensors.push(
+                data[range]
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+                    .collect::<Vec<f32>>(),
+            );
+        }
+        let adam_v = tensors.pop().unwrap_or_default();
+        let adam_m = tensors.pop().unwrap_or_default();
+        let params = tensors.pop().unwrap_or_default();
+        Ok(Checkpoint {
+            step: number("step")?,
+            sampler_position: number("sampler_position")?,
+            gaussians: gaussians as usize,
+            channels: channels as usize,
+            backend: text("backend")?.to_string(),
+            config: text("config")?.to_string(),
+            params,
+            adam_m,
+            adam_v,
+        })
+    }
+}
+
+/// File name of the checkpoint after `step` steps.
+pub fn checkpoint_name(step: u64) -> String {
+    format!("step-{step:09}.safetensors")
+}
+
+/// The checkpoints of a run directory, by ascending step.
+pub fn list_checkpoints(run_dir: &Path) -> Result<Vec<(u64, PathBuf)>, DataError> {
+    let dir = run_dir.join(super::CHECKPOINT_DIR);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(DataError::io(&dir, e)),
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let e = e.map_err(|e| DataError::io(&dir, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let step = name
+            .strip_prefix("step-")
+            .and_then(|s| s.strip_suffix(".safetensors"))
+            .and_then(|s| s.parse::<u64>().ok());
+        if let Some(step) = step {
+            out.push((step, e.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The checkpoint with the highest step, if any.
+pub fn newest_checkpoint(run_dir: &Path) -> Result<Option<(u64, PathBuf)>, DataError> {
+    Ok(list_checkpoints(run_dir)?.pop())
+}
+
+/// Writes `ckpt` into the run directory's checkpoint folder and removes all but the
+/// newest `keep` checkpoints (at least one is always kept). Returns its path.
+pub fn save_checkpoint(
+    run_dir: &Path,
+    ckpt: &Checkpoint,
+    keep: usize,
+) -> Result<PathBuf, DataError> {
+    let dir = run_dir.join(super::CHECKPOINT_DIR);
+    std::fs::create_dir_all(&dir).map_err(|e| DataError::io(&dir, e))?;
+    let path = dir.join(checkpoint_name(ckpt.step));
+    ckpt.write(&path)?;
+    prune_checkpoints(run_dir, keep)?;
+    Ok(path)
+}
+
+/// Removes all but the newest `keep` (≥ 1) checkpoints.
+pub fn prune_checkpoints(run_dir: &Path, keep: usize) -> Result<(), DataError> {
+    let all = list_checkpoints(run_dir)?;
+    let drop = all.len().saturating_sub(keep.max(1));
+    for (_, p) in &all[..drop] {
+        std::fs::remove_file(p).map_err(|e| DataError::io(p, e))?;
+    }
+    Ok(())
+}
