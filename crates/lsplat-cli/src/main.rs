@@ -4,6 +4,7 @@ mod autoencoder;
 mod bench;
 mod eval;
 mod info;
+mod progress;
 mod query;
 mod render;
 mod run;
@@ -22,7 +23,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Train LangSplat language features on frozen 3D Gaussian splats (CPU or GPU).
 #[derive(Parser, Debug)]
-#[command(name = "lsplat-engine", version, about, long_about = None)]
+#[command(
+    name = "lsplat-engine",
+    version,
+    about = "Train LangSplat language features on frozen 3D Gaussian splats (CPU or GPU).",
+    long_about = None
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -83,9 +89,19 @@ pub struct SceneArgs {
 pub struct TrainArgs {
     #[command(flatten)]
     pub scene: SceneArgs,
-    /// Run directory (default `runs/<UTC timestamp>`).
+    /// Run directory (default `runs/<UTC timestamp>`, with `-2`, `-3`, … when taken).
+    /// A directory in use by another run is refused; so is one holding a finished or
+    /// unfinished run, unless --force.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Overwrite the finished (or abandoned unfinished) run in --out.
+    #[arg(long, requires = "out")]
+    pub force: bool,
+    /// Continue the run in RUN_DIR from its newest checkpoint, with the configuration
+    /// stored there; `--set` may change only train.iterations, log.*, device.threads
+    /// and device.ordinal. The result is bit for bit that of an uninterrupted run.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["scene", "out", "force"])]
+    pub resume: Option<PathBuf>,
 }
 
 /// `bench` options.
@@ -93,8 +109,8 @@ pub struct TrainArgs {
 pub struct BenchArgs {
     #[command(flatten)]
     pub scene: SceneArgs,
-    /// Timed steps.
-    #[arg(long, default_value_t = 200)]
+    /// Timed steps (at least 1).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: u64,
     /// Untimed warm-up steps (every camera's cache is warmed on top of these).
     #[arg(long, default_value_t = 20)]
@@ -105,16 +121,22 @@ pub struct BenchArgs {
 }
 
 fn import_langsplat(source: &std::path::Path, out: &std::path::Path) -> anyhow::Result<()> {
-    let s = lsplat_data::dataset::import_langsplat(source, out)?;
+    let bar = progress::bar(0, "images");
+    let s =
+        lsplat_data::dataset::import_langsplat_with_progress(source, out, &mut |done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        });
+    bar.finish_and_clear();
+    let s = s?;
     println!(
         "imported {} images (D = {}, {} feature rows, {} unused); masks per level (default, s, m, l): {:?}",
         s.images, s.dim, s.feature_rows, s.unused_rows, s.masks_per_level
     );
-    println!(
-        "wrote {} and {}",
-        s.features_path.display(),
-        s.masks_path.display()
-    );
+    for p in [&s.features_path, &s.masks_path] {
+        let bytes = std::fs::metadata(p).map_or(0, |m| m.len());
+        println!("wrote {} ({:.1} MB)", p.display(), bytes as f64 / 1e6);
+    }
     Ok(())
 }
 
@@ -125,6 +147,7 @@ fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
         Command::Train(a) => train::run(a),

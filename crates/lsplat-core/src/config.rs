@@ -289,6 +289,12 @@ pub struct LogConfig {
     /// After training, render every camera's valid pixels and report how well the
     /// targets are reproduced (mean cosine, L1). Costs one render per camera.
     pub eval: bool,
+    /// Write a checkpoint (parameters, Adam moments, step, sampler position, this
+    /// configuration) every this many steps; one is always written after the last
+    /// step; 0 = only that one.
+    pub checkpoint_every: u32,
+    /// Checkpoints kept in the run directory (the newest; at least 1).
+    pub checkpoint_keep: u32,
 }
 
 impl Default for LogConfig {
@@ -297,6 +303,8 @@ impl Default for LogConfig {
             every: 100,
             progress: true,
             eval: true,
+            checkpoint_every: 2000,
+            checkpoint_keep: 3,
         }
     }
 }
@@ -310,15 +318,29 @@ impl Config {
         })
     }
 
-    /// Reads a TOML file over the defaults and resolves its relative paths against
-    /// the file's folder.
+    /// Reads a scene file over the defaults, resolves its relative paths against the
+    /// file's folder (to absolute paths) and validates it; errors name the file. A
+    /// scene file must name its inputs (`[scene]` splats, cameras, dataset) or ask for
+    /// the synthetic demo with a `[demo]` section: an empty file is an error, not the
+    /// demo.
     pub fn load(path: &Path) -> Result<Config, CoreError> {
-        let text = std::fs::read_to_string(path).map_err(|e| CoreError::ConfigFile {
+        let file_err = |problem: String| CoreError::ConfigFile {
             path: path.to_path_buf(),
-            problem: e.to_string(),
-        })?;
+            problem,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| file_err(e.to_string()))?;
         let mut cfg = Config::from_toml(&text, path)?;
-        cfg.resolve_paths(path.parent().unwrap_or(Path::new(".")));
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| file_err(one_line(&e.to_string())))?;
+        if cfg.scene.is_demo() && !table.contains_key("demo") {
+            return Err(file_err(
+                "names no scene inputs: give `[scene]` splats, cameras and dataset, or a `[demo]` section for the synthetic demo scene".into(),
+            ));
+        }
+        let base = std::path::absolute(path.parent().unwrap_or(Path::new("")))
+            .map_err(|e| file_err(e.to_string()))?;
+        cfg.resolve_paths(&base);
+        cfg.validate().map_err(|e| file_err(e.to_string()))?;
         Ok(cfg)
     }
 
@@ -417,6 +439,22 @@ impl Config {
                 format!("{} is not 1, 2 or 3", self.scene.level),
             );
         }
+        if self.train.iterations == 0 {
+            return bad("train.iterations", "must be at least 1".into());
+        }
+        if self.log.checkpoint_keep == 0 {
+            return bad("log.checkpoint_keep", "must be at least 1".into());
+        }
+        let machine = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if self.device.threads as usize > machine {
+            return bad(
+                "device.threads",
+                format!(
+                    "{} exceeds the {machine} hardware threads of this machine (0 = one per physical core)",
+                    self.device.threads
+                ),
+            );
+        }
         if self.train.batch_size == 0 {
             return bad("train.batch_size", "must be at least 1".into());
         }
@@ -446,6 +484,46 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// Keys a resumed run may change: they decide how long it runs, what it logs and
+    /// where it runs, never what a step computes (`train.iterations`, `log.*`,
+    /// `device.threads`, `device.ordinal`). Returns the first other key whose value
+    /// differs between `self` and `other`, if any.
+    pub fn result_changing_difference(&self, other: &Config) -> Option<String> {
+        let mut a = toml::Value::try_from(self).expect("config serialises");
+        let mut b = toml::Value::try_from(other).expect("config serialises");
+        for v in [&mut a, &mut b] {
+            if let Some(t) = v.as_table_mut() {
+                t.remove("log");
+                for (section, key) in [
+                    ("train", "iterations"),
+                    ("device", "threads"),
+                    ("device", "ordinal"),
+                ] {
+                    if let Some(s) = t.get_mut(section).and_then(|s| s.as_table_mut()) {
+                        s.remove(key);
+                    }
+                }
+            }
+        }
+        let (a, b) = (a.as_table()?, b.as_table()?);
+        for (section, va) in a {
+            let vb = b.get(section);
+            match (va.as_table(), vb.and_then(|v| v.as_table())) {
+                (Some(ta), Some(tb)) => {
+                    let keys = ta.keys().chain(tb.keys().filter(|k| !ta.contains_key(*k)));
+                    for k in keys {
+                        if ta.get(k) != tb.get(k) {
+                            return Some(format!("{section}.{k}"));
+                        }
+                    }
+                }
+                _ if Some(va) != vb => return Some(section.clone()),
+                _ => {}
+            }
+        }
+        None
     }
 
     /// The configuration as TOML text (what a run directory records).
@@ -511,6 +589,73 @@ mod tests {
             e.to_string().starts_with("s.toml:") && e.to_string().contains("bogus"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn scene_files_must_name_their_scene_and_are_blamed_for_their_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.toml");
+        for text in ["", "# only a comment\n", "[train]\niterations = 5\n"] {
+            std::fs::write(&p, text).unwrap();
+            let e = Config::load(&p).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&p.display().to_string()) && e.contains("names no scene inputs"),
+                "{e}"
+            );
+        }
+        std::fs::write(&p, "[demo]\ncameras = 4\n").unwrap();
+        assert_eq!(Config::load(&p).unwrap().demo.cameras, 4);
+        std::fs::write(&p, "[demo]\n[scene]\nlevel = 7\n").unwrap();
+        let e = Config::load(&p).unwrap_err().to_string();
+        assert!(e.contains("s.toml") && e.contains("scene.level"), "{e}");
+        std::fs::write(&p, "[scene]\nsplats = \"a.ply\"\n").unwrap();
+        let c = Config::load(&p).unwrap();
+        assert!(c.scene.splats.unwrap().is_absolute());
+    }
+
+    #[test]
+    fn nonsense_values_are_errors() {
+        let mut c = Config::default();
+        for (set, key) in [
+            ("train.iterations=0", "train.iterations"),
+            ("log.every=0", "log.every"),
+            ("log.checkpoint_keep=0", "log.checkpoint_keep"),
+            ("device.threads=100000", "device.threads"),
+        ] {
+            let e = c.set(set).unwrap_err().to_string();
+            assert!(e.contains(key), "{set}: {e}");
+        }
+        c.set("device.threads=1").unwrap();
+    }
+
+    #[test]
+    fn resumable_changes_are_only_the_harmless_ones() {
+        let base = Config::default();
+        for harmless in [
+            "train.iterations=9",
+            "log.every=7",
+            "log.eval=false",
+            "device.threads=1",
+        ] {
+            let mut c = base.clone();
+            c.set(harmless).unwrap();
+            assert_eq!(base.result_changing_difference(&c), None, "{harmless}");
+        }
+        for (set, key) in [
+            ("train.lr=0.1", "train.lr"),
+            ("render.cache=none", "render.cache"),
+            ("device.backend=simt", "device.backend"),
+            ("render.cache_budget=1000", "render.cache_budget"),
+            ("demo.seed=3", "demo.seed"),
+        ] {
+            let mut c = base.clone();
+            c.set(set).unwrap();
+            assert_eq!(
+                base.result_changing_difference(&c).as_deref(),
+                Some(key),
+                "{set}"
+            );
+        }
     }
 
     #[test]

@@ -10,6 +10,15 @@ pub enum EngineError {
     /// The configuration is unusable for this scene.
     #[error("configuration: {0}")]
     Config(String),
+    /// Training diverged: a loss or parameter is NaN or infinite.
+    #[error("training diverged: {what} not finite at step {step} (0-based)")]
+    NonFinite {
+        /// What: `the loss`, or the tensor (`params`, `adam_m`, `adam_v`).
+        what: String,
+        /// The first step found non-finite (the loss is read back every `log.every`
+        /// steps, the parameters at each checkpoint).
+        step: u64,
+    },
     /// The schedule could not be built.
     #[error("schedule: {0}")]
     Schedule(String),

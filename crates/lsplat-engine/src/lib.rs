@@ -20,4 +20,5 @@ pub mod timing;
 
 pub use engine::{Engine, Plugin, TrainSystems, configure_phases};
 pub use error::EngineError;
+pub use plugins::{CheckpointPlugin, MetricsFilePlugin};
 pub use session::{EvalReport, Session, StepRecord};

@@ -6,8 +6,10 @@ use bevy_ecs::prelude::*;
 use lsplat_core::config::LossKind;
 use lsplat_device::Backend;
 
-use crate::resources::{CacheBudget, CacheStats, Dev, LogSink, LossSettings, Metrics, TileConfig};
-use crate::systems::{batch, cache, log, optim, render};
+use crate::resources::{
+    CacheBudget, CacheStats, CheckpointSchedule, Dev, LogSink, LossSettings, Metrics, TileConfig,
+};
+use crate::systems::{batch, cache, checkpoint, log, optim, render};
 use crate::{Engine, Plugin, TrainSystems};
 
 /// Installs a backend and the core systems of every phase for it.
@@ -136,7 +138,11 @@ impl<B: Backend> Plugin for MetricsPlugin<B> {
         };
         match loss {
             Ok(loss) => {
-                engine.insert_resource(Metrics::<B> { loss, every });
+                engine.insert_resource(Metrics::<B> {
+                    loss,
+                    every,
+                    unread_from: 0,
+                });
             }
             Err(e) => {
                 engine.world.resource_mut::<crate::resources::Fault>().0 = Some(e.into());
@@ -157,5 +163,80 @@ impl<B: Backend> Plugin for MetricsPlugin<B> {
                     .before(log::advance_step),
             );
         }
+    }
+}
+
+/// Appends every read-back window to the run's `metrics.jsonl` (rank 0, Log phase,
+/// after the read-back). Needs the [`MetricsPlugin`].
+pub struct MetricsFilePlugin<B: Backend> {
+    /// The open metrics file.
+    pub log: lsplat_data::run::MetricsLog,
+    /// The backend.
+    pub backend: PhantomData<B>,
+}
+
+impl<B: Backend> MetricsFilePlugin<B> {
+    /// The plugin appending to `log`.
+    pub fn new(log: lsplat_data::run::MetricsLog) -> Self {
+        MetricsFilePlugin {
+            log,
+            backend: PhantomData,
+        }
+    }
+}
+
+impl<B: Backend> Plugin for MetricsFilePlugin<B> {
+    fn build(self, engine: &mut Engine) {
+        engine.insert_resource(checkpoint::MetricsFile(self.log));
+        engine.add_systems(
+            TrainSystems::Log,
+            checkpoint::append_metrics
+                .run_if(log::log_due::<B>)
+                .run_if(log::is_rank0)
+                .after(log::read_metrics::<B>)
+                .after(log::report_cache_stats)
+                .before(log::advance_step),
+        );
+    }
+}
+
+/// Checkpoints of the training state in the Log phase, on rank 0: every `every`
+/// steps (0 = none on the way) and after the last step, into
+/// `<run_dir>/checkpoints/`, keeping the newest `keep`. The metrics are read back
+/// before each checkpoint, and a state with a NaN or infinity is never written.
+pub struct CheckpointPlugin<B: Backend> {
+    /// Steps between checkpoints; 0 = only after the last step.
+    pub every: u64,
+    /// Where they go and what they record.
+    pub target: checkpoint::CheckpointTarget,
+    /// The backend.
+    pub backend: PhantomData<B>,
+}
+
+impl<B: Backend> CheckpointPlugin<B> {
+    /// The plugin.
+    pub fn new(every: u64, target: checkpoint::CheckpointTarget) -> Self {
+        CheckpointPlugin {
+            every,
+            target,
+            backend: PhantomData,
+        }
+    }
+}
+
+impl<B: Backend> Plugin for CheckpointPlugin<B> {
+    fn build(self, engine: &mut Engine) {
+        engine.insert_resource(CheckpointSchedule { every: self.every });
+        engine.insert_resource(self.target);
+        engine.add_systems(
+            TrainSystems::Log,
+            checkpoint::write_checkpoint::<B>
+                .run_if(checkpoint::checkpoint_due)
+                .run_if(log::is_rank0)
+                .run_if(checkpoint::no_fault)
+                .after(log::read_metrics::<B>)
+                .after(checkpoint::append_metrics)
+                .before(log::advance_step),
+        );
     }
 }

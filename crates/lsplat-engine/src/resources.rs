@@ -81,6 +81,24 @@ pub struct Metrics<B: Backend> {
     pub loss: B::Buf<f32>,
     /// Read back every this many steps.
     pub every: u64,
+    /// First step whose loss has not been read back yet (a read-back covers this
+    /// step to the current one; a resumed run starts here).
+    pub unread_from: u64,
+}
+
+/// When the Log phase writes checkpoints (inserted by the checkpoint plugin).
+#[derive(Resource, Clone, Debug)]
+pub struct CheckpointSchedule {
+    /// Every this many steps; 0 = only after the last step.
+    pub every: u64,
+}
+
+impl CheckpointSchedule {
+    /// True when a checkpoint follows step `step` (0-based) of `iterations`.
+    pub fn due(&self, step: u64, iterations: u64) -> bool {
+        let done = step + 1;
+        done == iterations || (self.every > 0 && done.is_multiple_of(self.every))
+    }
 }
 
 /// Cache activity counters (host-side, updated by the systems).
@@ -112,6 +130,8 @@ pub struct CacheBudget {
 pub struct LogSink {
     /// Step and loss of every step read back.
     pub records: Vec<crate::StepRecord>,
+    /// The records of the latest read-back only (what the metrics file appends).
+    pub window: Vec<crate::StepRecord>,
     /// Cache counters at the end of each logging window.
     pub cache: Vec<(u64, CacheStats)>,
 }

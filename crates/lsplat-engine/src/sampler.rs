@@ -61,6 +61,20 @@ impl CameraSampler {
         c
     }
 
+    /// Cameras drawn so far (what a checkpoint stores).
+    pub fn position(&self) -> u64 {
+        self.epoch * self.order.len() as u64 + self.cursor as u64
+    }
+
+    /// Continues as if `position` cameras had been drawn: the next camera is the one
+    /// an uninterrupted sampler would draw after them.
+    pub fn seek(&mut self, position: u64) {
+        let per = self.order.len() as u64;
+        self.epoch = position / per;
+        self.fill_epoch();
+        self.cursor = (position % per) as usize;
+    }
+
     /// Current epoch.
     pub fn epoch(&self) -> u64 {
         self.epoch
@@ -92,6 +106,22 @@ mod tests {
         let xc: Vec<_> = (0..20).map(|_| c.next_camera()).collect();
         assert_eq!(xa, xb);
         assert_ne!(xa, xc);
+    }
+
+    #[test]
+    fn seeking_continues_the_same_sequence() {
+        for (cams, world, rank) in [(7, 1, 0), (9, 2, 1), (1, 1, 0)] {
+            let mut a = CameraSampler::new(cams, 11, rank, world).unwrap();
+            let all: Vec<usize> = (0..40).map(|_| a.next_camera()).collect();
+            assert_eq!(a.position(), 40);
+            for k in [0, 1, 3, 6, 7, 14, 39] {
+                let mut b = CameraSampler::new(cams, 11, rank, world).unwrap();
+                b.seek(k as u64);
+                assert_eq!(b.position(), k as u64);
+                let rest: Vec<usize> = (k..40).map(|_| b.next_camera()).collect();
+                assert_eq!(rest, all[k..], "{cams} cameras, position {k}");
+            }
+        }
     }
 
     #[test]

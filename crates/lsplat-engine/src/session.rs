@@ -13,8 +13,8 @@ use crate::components::{
 };
 use crate::plugins::{BackendPlugin, LossPlugin, MetricsPlugin, OperatorCachePlugin, TilePlugin};
 use crate::resources::{
-    CacheStats, CameraIndex, Collective, Dev, Fault, Frame, Frames, LogSink, RenderSettings,
-    Sampler, Step, TrainSettings,
+    CacheStats, CameraIndex, Collective, Dev, Fault, Frame, Frames, LogSink, Metrics,
+    RenderSettings, Sampler, Step, TrainSettings,
 };
 use crate::sampler::CameraSampler;
 use crate::{Engine, EngineError};
@@ -171,6 +171,66 @@ impl<B: Backend> Session<B> {
             channels: c,
             backend: PhantomData,
         })
+    }
+
+    /// The training state after the steps run so far, as a checkpoint recording
+    /// `config` (TOML) and `backend`.
+    pub fn checkpoint(
+        &mut self,
+        config: String,
+        backend: String,
+    ) -> Result<lsplat_data::run::Checkpoint, EngineError> {
+        let world = &mut self.engine.world;
+        let mut q = world.query::<(&FeatureParams<B>, &AdamState<B>, &Geometry<B>)>();
+        let (params, adam, geometry) = q.single(world).expect("one splat cloud");
+        let target = crate::systems::checkpoint::CheckpointTarget {
+            run_dir: Default::default(),
+            keep: 1,
+            config,
+            backend,
+        };
+        crate::systems::checkpoint::snapshot(
+            &world.resource::<Dev<B>>().0,
+            params,
+            adam,
+            geometry.count,
+            world.resource::<Step>().0,
+            world.resource::<Sampler>().0.position(),
+            &target,
+        )
+    }
+
+    /// Continues from `ckpt` (before any step has run): parameters, Adam moments,
+    /// step counter, sampler position and the metrics read-back window, so the next
+    /// steps are those an uninterrupted run would take.
+    pub fn restore(&mut self, ckpt: &lsplat_data::run::Checkpoint) -> Result<(), EngineError> {
+        let world = &mut self.engine.world;
+        let (x, m, v) = {
+            let dev = &world.resource::<Dev<B>>().0;
+            (
+                dev.upload(&ckpt.params)?,
+                dev.upload(&ckpt.adam_m)?,
+                dev.upload(&ckpt.adam_v)?,
+            )
+        };
+        let mut q = world.query::<(&mut FeatureParams<B>, &mut AdamState<B>, &Geometry<B>)>();
+        let (mut params, mut adam, geometry) = q.single_mut(world).expect("one splat cloud");
+        if (ckpt.gaussians, ckpt.channels) != (geometry.count, params.channels) {
+            return Err(EngineError::Config(format!(
+                "the checkpoint holds {}×{} features but the scene has {} Gaussians × {} channels",
+                ckpt.gaussians, ckpt.channels, geometry.count, params.channels
+            )));
+        }
+        params.x = x;
+        adam.m = m;
+        adam.v = v;
+        world.resource_mut::<Step>().0 = ckpt.step;
+        world
+            .resource_mut::<Sampler>()
+            .0
+            .seek(ckpt.sampler_position);
+        world.resource_mut::<Metrics<B>>().unread_from = ckpt.step;
+        Ok(())
     }
 
     /// Runs one training step.

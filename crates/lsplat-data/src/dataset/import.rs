@@ -10,9 +10,20 @@ use crate::langsplat::{LEVELS, list_stems, read_image};
 /// stem) into `features.parquet` and `masks.parquet` in `out_dir`, one image at a
 /// time. The files appear only when every image converted; on error nothing is left.
 pub fn import_langsplat(source_dir: &Path, out_dir: &Path) -> Result<ImportSummary, DataError> {
+    import_langsplat_with_progress(source_dir, out_dir, &mut |_, _| {})
+}
+
+/// [`import_langsplat`], calling `progress(images done, images)` before the first
+/// image and after each one.
+pub fn import_langsplat_with_progress(
+    source_dir: &Path,
+    out_dir: &Path,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<ImportSummary, DataError> {
     let stems = list_stems(source_dir)?;
     let mut writer: Option<(DatasetWriter, String)> = None;
-    for stem in &stems {
+    progress(0, stems.len());
+    for (done, stem) in stems.iter().enumerate() {
         let img = read_image(source_dir, stem)?;
         let (w, first) = match &mut writer {
             Some((w, first)) => (w, first.as_str()),
@@ -35,6 +46,7 @@ pub fn import_langsplat(source_dir: &Path, out_dir: &Path) -> Result<ImportSumma
         }
         let maps: Vec<&[i32]> = (0..LEVELS as u8).map(|l| img.level_map(l)).collect();
         w.add_image(stem, (img.width, img.height), &img.features, &maps)?;
+        progress(done + 1, stems.len());
     }
     match writer {
         Some((w, _)) => w.finish(),

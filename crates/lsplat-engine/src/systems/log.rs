@@ -1,26 +1,45 @@
-//! Log: read the device metrics back every N steps; advance the step counter.
+//! Log: read the device metrics back every N steps (and before a checkpoint); append
+//! them to the run's metrics file; write checkpoints; advance the step counter.
 
 use bevy_ecs::prelude::*;
 use lsplat_device::Backend;
 
-use crate::StepRecord;
-use crate::resources::{CacheStats, Dev, Fault, LogSink, Metrics, Step, TrainSettings};
+use crate::resources::{
+    CacheStats, CheckpointSchedule, Collective, Dev, Fault, LogSink, Metrics, Step, TrainSettings,
+};
+use crate::{EngineError, StepRecord};
 
-/// Run condition: this step closes a logging window (or is the last step).
+/// Run condition: this step closes a logging window, is the last step, or is followed
+/// by a checkpoint (which must not lose the window's losses).
 pub fn log_due<B: Backend>(
     step: Res<Step>,
     metrics: Res<Metrics<B>>,
     settings: Res<TrainSettings>,
+    checkpoints: Option<Res<CheckpointSchedule>>,
 ) -> bool {
     let s = step.0 + 1;
-    s.is_multiple_of(metrics.every) || s == settings.0.iterations as u64
+    let iterations = settings.0.iterations as u64;
+    s.is_multiple_of(metrics.every)
+        || s == iterations
+        || checkpoints.is_some_and(|c| c.due(step.0, iterations))
 }
 
-/// Reads the window's losses back (the only device→host copy of the loop).
+/// Run condition: this process is rank 0 (the one that writes files).
+pub fn is_rank0(collective: Res<Collective>) -> bool {
+    collective.rank == 0
+}
+
+/// The step of the first non-finite loss, if any.
+pub fn first_non_finite(records: &[StepRecord]) -> Option<u64> {
+    records.iter().find(|r| !r.loss.is_finite()).map(|r| r.step)
+}
+
+/// Reads the losses not read back yet (the only device→host copy of the loop); a
+/// non-finite loss stops the run with an error naming its step.
 pub fn read_metrics<B: Backend>(
     dev: Res<Dev<B>>,
     step: Res<Step>,
-    metrics: Res<Metrics<B>>,
+    mut metrics: ResMut<Metrics<B>>,
     mut sink: ResMut<LogSink>,
     mut fault: ResMut<Fault>,
 ) {
@@ -28,12 +47,22 @@ pub fn read_metrics<B: Backend>(
         return;
     };
     let last = step.0;
-    let first = last - last % metrics.every;
-    for s in first..=last {
-        sink.records.push(StepRecord {
+    let window_start = last - last % metrics.every;
+    sink.window.clear();
+    for s in window_start.max(metrics.unread_from)..=last {
+        let record = StepRecord {
             step: s,
-            loss: losses[(s - first) as usize],
-        });
+            loss: losses[(s - window_start) as usize],
+        };
+        sink.window.push(record);
+        sink.records.push(record);
+    }
+    metrics.unread_from = last + 1;
+    if let Some(bad) = first_non_finite(&sink.window) {
+        fault.check::<(), _>(Err(EngineError::NonFinite {
+            what: "the loss".into(),
+            step: bad,
+        }));
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod batch;
 pub mod cache;
+pub mod checkpoint;
 pub mod log;
 pub mod optim;
 pub mod render;
