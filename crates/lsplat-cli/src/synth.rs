@@ -27,14 +27,14 @@ pub struct SynthArgs {
     /// `--orbit` cameras are made and written to `<out>/cameras.json`.
     #[arg(long)]
     pub cameras: Option<PathBuf>,
-    /// Number of orbit cameras (when no --cameras is given).
-    #[arg(long, default_value_t = 50)]
+    /// Number of orbit cameras (when no --cameras is given; at least 1).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     pub orbit: u32,
-    /// Orbit image width.
-    #[arg(long, default_value_t = 640)]
+    /// Orbit image width (at least 1).
+    #[arg(long, default_value_t = 640, value_parser = clap::value_parser!(u32).range(1..))]
     pub width: u32,
-    /// Orbit image height.
-    #[arg(long, default_value_t = 480)]
+    /// Orbit image height (at least 1).
+    #[arg(long, default_value_t = 480, value_parser = clap::value_parser!(u32).range(1..))]
     pub height: u32,
     /// The splat's up axis, for the orbit: x, y, z, -x, -y or -z.
     #[arg(long, default_value = "-y")]
@@ -70,6 +70,9 @@ pub fn run(args: SynthArgs) -> Result<()> {
             .collect(),
         None => orbit(g, &args)?,
     };
+    for cam in &cameras {
+        fits_in_memory(cam)?;
+    }
     let feat_dir = args.out.join("language_features");
     std::fs::create_dir_all(&feat_dir)
         .with_context(|| format!("creating {}", feat_dir.display()))?;
@@ -96,10 +99,12 @@ pub fn run(args: SynthArgs) -> Result<()> {
     let geom = dev.upload_geometry(g)?;
     let mut valid = [0u64; 4];
     let mut pixels = 0u64;
+    let bar = crate::progress::bar(cameras.len() as u64, "cameras");
     for (ci, cam) in cameras.iter().enumerate() {
         let maps = render_segments(&dev, &geom, cam, &levels)?;
         let hw = cam.pixel_count();
-        let mut s = vec![-1f32; 4 * hw];
+        let mut s =
+            lsplat_core::memory::try_filled(&format!("camera `{}`", cam.name), 4 * hw, -1f32)?;
         for (l, map) in maps.iter().enumerate() {
             // Level 0 (default) repeats level 3's masks with its own rows.
             for (k, target) in [(l + 1, offsets[l + 1]), (0, offsets[0])] {
@@ -130,7 +135,9 @@ pub fn run(args: SynthArgs) -> Result<()> {
             &[4, cam.height as usize, cam.width as usize],
             &s,
         )?;
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     // Paths in scene.toml resolve against its own folder: the orbit cameras sit beside it.
     let cams_path = match &args.cameras {
         Some(p) => absolute(p)?,
@@ -158,6 +165,18 @@ pub fn run(args: SynthArgs) -> Result<()> {
             .join(", ")
     );
     println!("wrote {}", args.out.display());
+    Ok(())
+}
+
+/// Refuses a camera whose rendering cannot fit in memory (before anything is written).
+fn fits_in_memory(cam: &Camera) -> Result<()> {
+    // Per pixel: the `_s.npy` maps (16 B), three segment maps (12 B), the pixel list
+    // and operator row offsets (8 B), and the operator's entries (about 28 B).
+    lsplat_core::memory::check_fits(
+        &format!("camera `{}` ({}x{})", cam.name, cam.width, cam.height),
+        cam.pixel_count() as u64,
+        64,
+    )?;
     Ok(())
 }
 
@@ -259,6 +278,8 @@ fn orbit(g: &lsplat_core::Gaussians, args: &SynthArgs) -> Result<Vec<Camera>> {
             centre,
             up,
         );
+        cam.validate()?;
+        fits_in_memory(&cam)?;
         let r = cam.rotation.transpose();
         let rows: Vec<[f32; 3]> = (0..3)
             .map(|i| [r.x_axis[i], r.y_axis[i], r.z_axis[i]])

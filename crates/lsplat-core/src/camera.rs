@@ -124,6 +124,12 @@ impl Camera {
                 self.width, self.height
             )));
         }
+        if self.width as u64 * self.height as u64 > u32::MAX as u64 {
+            return Err(bad(format!(
+                "image size {}x{} exceeds 2^32 pixels, the largest image supported",
+                self.width, self.height
+            )));
+        }
         for (what, v) in [("fx", self.fx), ("fy", self.fy)] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(bad(format!("{what} = {v} must be positive and finite")));

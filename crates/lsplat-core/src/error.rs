@@ -17,6 +17,20 @@ pub enum CoreError {
         index: usize,
         value: f32,
     },
+    /// A buffer cannot fit in memory.
+    #[error(
+        "{what}: {} (lower the image size, the number of cameras or the batch)",
+        match (bytes, available) {
+            (Some(b), Some(a)) => format!("needs {} but only {} of memory is available", crate::memory::gb(*b), crate::memory::gb(*a)),
+            (Some(b), None) => format!("cannot allocate {}", crate::memory::gb(*b)),
+            (None, _) => "is too large to address".to_string(),
+        }
+    )]
+    OutOfMemory {
+        what: String,
+        bytes: Option<u64>,
+        available: Option<u64>,
+    },
     /// A camera is unusable.
     #[error("camera `{name}`: {problem}")]
     Camera { name: String, problem: String },

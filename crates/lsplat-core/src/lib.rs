@@ -10,6 +10,7 @@ pub mod config;
 pub mod constants;
 pub mod error;
 pub mod gaussians;
+pub mod memory;
 pub mod rng;
 pub mod tiles;
 

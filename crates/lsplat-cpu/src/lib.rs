@@ -111,11 +111,17 @@ impl Backend for CpuBackend {
     }
 
     fn alloc<T: Element>(&self, len: usize) -> Result<Vec<T>> {
-        Ok(vec![T::default(); len])
+        lsplat_core::memory::try_filled("a CPU buffer", len, T::default()).map_err(|_| {
+            DeviceError::OutOfMemory {
+                bytes: len.saturating_mul(std::mem::size_of::<T>()),
+            }
+        })
     }
 
     fn upload<T: Element>(&self, data: &[T]) -> Result<Vec<T>> {
-        Ok(data.to_vec())
+        let mut v = self.alloc(data.len())?;
+        v.copy_from_slice(data);
+        Ok(v)
     }
 
     fn download<T: Element>(&self, buf: &Vec<T>) -> Result<Vec<T>> {

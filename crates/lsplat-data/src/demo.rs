@@ -53,6 +53,22 @@ fn segment(obj: &DemoObject, p: Vec3, level: u8) -> u32 {
 
 /// Generates the demo scene for `level` (1, 2 or 3).
 pub fn generate(cfg: &DemoConfig, level: u8) -> Result<Demo, DataError> {
+    let pixels = cfg.width as u64 * cfg.height as u64;
+    if pixels > u32::MAX as u64 {
+        return Err(DataError::Scene(format!(
+            "demo images of {}x{} exceed 2^32 pixels, the largest image supported",
+            cfg.width, cfg.height
+        )));
+    }
+    // Labels of every image (8 bytes per valid pixel) plus two maps while one renders.
+    lsplat_core::memory::check_fits(
+        &format!(
+            "the demo's {} images of {}x{}",
+            cfg.cameras, cfg.width, cfg.height
+        ),
+        pixels * (cfg.cameras as u64 + 1),
+        8,
+    )?;
     let mut rng = Rng::new(cfg.seed);
     let k = cfg.objects.max(1) as usize;
     // Objects on a ring, standing on the floor z = 0.

@@ -11,7 +11,10 @@ pub enum DeviceError {
         reason: String,
     },
     /// An allocation failed.
-    #[error("out of device memory allocating {bytes} bytes")]
+    #[error(
+        "out of device memory allocating {:.2} GB (lower the image size, the number of cameras, the batch or render.cache_budget)",
+        *bytes as f64 / 1e9
+    )]
     OutOfMemory { bytes: usize },
     /// Buffers given to an op do not fit together.
     #[error("{op}: {problem}")]

@@ -38,6 +38,9 @@ pub fn image_stem(name: &str) -> String {
 
 /// Validates every camera and checks that names are non-empty and unique.
 pub(crate) fn check_cameras(path: &Path, cams: &[Camera]) -> Result<(), DataError> {
+    if cams.is_empty() {
+        return Err(DataError::format(path, "the file holds no cameras"));
+    }
     let mut names: Vec<&str> = Vec::with_capacity(cams.len());
     for c in cams {
         c.validate()

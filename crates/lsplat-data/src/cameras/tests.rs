@@ -298,3 +298,23 @@ fn inria_json_errors_and_gsplat_npz() {
         cams[0]
     );
 }
+
+#[test]
+fn files_without_cameras_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cameras.json");
+    std::fs::write(&json, "[]").unwrap();
+    let tf = dir.path().join("transforms.json");
+    std::fs::write(
+        &tf,
+        r#"{"fl_x": 100, "fl_y": 100, "cx": 50, "cy": 40, "w": 100, "h": 80, "frames": []}"#,
+    )
+    .unwrap();
+    for p in [&json, &tf] {
+        let e = load_cameras(p).unwrap_err().to_string();
+        assert!(
+            e.contains(&p.display().to_string()) && e.contains("no cameras"),
+            "{e}"
+        );
+    }
+}

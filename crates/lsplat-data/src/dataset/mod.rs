@@ -24,4 +24,6 @@ pub use schema::{FEATURES_FILE, MASKS_FILE, features_schema, masks_schema};
 pub use write::{DatasetWriter, ImportSummary};
 
 #[cfg(test)]
+mod codec_tests;
+#[cfg(test)]
 mod tests;

@@ -12,22 +12,42 @@ use super::schema::{Columns, FEATURES_FILE, MASKS_FILE, feature_row, list_row};
 use crate::langsplat::{check_level, check_level_set, match_names};
 use crate::{DataError, ImageLabels};
 
-/// Calls `f` on every record batch of the Parquet file at `path`, streaming.
+/// Calls `f` on every record batch of the Parquet file at `path`, streaming; returns
+/// the file's `lsplat.dim` metadata, if any.
 fn for_each_batch(
     path: &Path,
     mut f: impl FnMut(&RecordBatch) -> Result<(), DataError>,
-) -> Result<(), DataError> {
+) -> Result<Option<String>, DataError> {
     let file = File::open(path).map_err(|e| DataError::io(path, e))?;
     let err = |e: String| DataError::format(path, format!("not a readable Parquet file: {e}"));
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| err(e.to_string()))?
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| err(e.to_string()))?;
+    let dim = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|k| k.key == "lsplat.dim"))
+        .and_then(|k| k.value.clone());
+    let reader = builder
         .with_batch_size(4096)
         .build()
         .map_err(|e| err(e.to_string()))?;
     for batch in reader {
         f(&batch.map_err(|e| err(e.to_string()))?)?;
     }
-    Ok(())
+    Ok(dim)
+}
+
+/// Checks a file's `lsplat.dim` metadata against the feature width `dim`.
+fn check_dim_metadata(path: &Path, meta: Option<String>, dim: usize) -> Result<(), DataError> {
+    match meta {
+        Some(m) if m.trim().parse::<usize>().ok() != Some(dim) => Err(DataError::format(
+            path,
+            format!(
+                "metadata `lsplat.dim` = `{m}` disagrees with the feature width {dim} of features.parquet"
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// One image being assembled: sorted distinct mask ids, runs, and the table.
@@ -55,7 +75,7 @@ pub fn load_dataset_labels(
     let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
     let mut seen: Vec<String> = Vec::new();
     let mut seen_set: HashSet<String> = HashSet::new();
-    for_each_batch(&mp, |b| {
+    let masks_dim = for_each_batch(&mp, |b| {
         let c = Columns {
             batch: b,
             path: &mp,
@@ -113,7 +133,7 @@ pub fn load_dataset_labels(
     match_names(&mp, names, &seen)?;
     let fp = dataset_dir.join(FEATURES_FILE);
     let mut dim = 0;
-    for_each_batch(&fp, |b| {
+    let features_dim = for_each_batch(&fp, |b| {
         let c = Columns {
             batch: b,
             path: &fp,
@@ -147,6 +167,10 @@ pub fn load_dataset_labels(
         }
         Ok(())
     })?;
+    if dim > 0 {
+        check_dim_metadata(&fp, features_dim, dim)?;
+        check_dim_metadata(&mp, masks_dim, dim)?;
+    }
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let p = pending.remove(name).ok_or_else(|| {

@@ -110,6 +110,9 @@ pub fn parse_ply(bytes: &[u8], path: &Path) -> Result<SplatPly, DataError> {
         .position(|e| e.name == "vertex")
         .ok_or_else(|| bad("no `vertex` element".into()))?;
     let el = &h.elements[vi];
+    if el.count == 0 {
+        return Err(bad("the PLY holds no Gaussians (`element vertex 0`)".into()));
+    }
     if el.props.iter().any(|p| p.name.starts_with("packed_")) {
         return Err(bad(
             "this is a compressed (PlayCanvas/SuperSplat) PLY; decompress it to the Inria layout"

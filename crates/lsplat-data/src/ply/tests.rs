@@ -232,3 +232,17 @@ fn bad_binary_files() {
     assert!(err(b"ply\nformat binary_little_endian 1.0\n").contains("end_header"));
     assert!(err(b"").contains("not a PLY"));
 }
+
+#[test]
+fn a_ply_without_vertices_is_named() {
+    let mut header = String::from("ply\nformat binary_little_endian 1.0\nelement vertex 0\n");
+    for p in [
+        "x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity", "scale_0", "scale_1", "scale_2",
+        "rot_0", "rot_1", "rot_2", "rot_3",
+    ] {
+        header.push_str(&format!("property float {p}\n"));
+    }
+    header.push_str("end_header\n");
+    let e = err(header.as_bytes());
+    assert!(e.contains("bad.ply") && e.contains("no Gaussians"), "{e}");
+}
