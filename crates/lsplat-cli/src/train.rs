@@ -272,8 +272,5 @@ fn diverged_context(e: EngineError, run: &RunDir) -> anyhow::Error {
         ),
         _ => "no checkpoint was written before it".to_string(),
     };
-    anyhow::Error::new(e).context(format!(
-        "{}: {last}; lower train.lr or check the inputs",
-        run.path().display()
-    ))
+    anyhow::anyhow!("{e}; {last}; lower train.lr or check the inputs")
 }

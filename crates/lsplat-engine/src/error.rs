@@ -11,7 +11,7 @@ pub enum EngineError {
     #[error("configuration: {0}")]
     Config(String),
     /// Training diverged: a loss or parameter is NaN or infinite.
-    #[error("training diverged: {what} not finite at step {step} (0-based)")]
+    #[error("training diverged: {what} is not finite at step {step} (0-based)")]
     NonFinite {
         /// What: `the loss`, or the tensor (`params`, `adam_m`, `adam_v`).
         what: String,

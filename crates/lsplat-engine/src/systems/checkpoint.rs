@@ -148,7 +148,7 @@ pub fn write_checkpoint<B: Backend>(
     };
     if let Some((what, _)) = ckpt.first_non_finite() {
         fault.check::<(), _>(Err(EngineError::NonFinite {
-            what: what.to_string(),
+            what: format!("tensor `{what}`"),
             step: step.0,
         }));
         return;

@@ -20,7 +20,10 @@ pub fn loss_batch<B: Backend>(
 ) {
     let weight = 1.0 / settings.0.batch_size as f32;
     let slot = (step.0 % metrics.every) as usize;
-    for (gt, b) in &batch {
+    // In slot order: slot 0 writes the step's loss, later slots add to it.
+    let slots = settings.0.batch_size as usize;
+    let ordered = (0..slots).flat_map(|s| batch.iter().filter(move |(_, b)| b.slot == s));
+    for (gt, b) in ordered {
         let frame = &mut frames.0[b.slot];
         let r = dev.0.pixel_loss(
             loss.kind,

@@ -129,7 +129,11 @@ pub fn backward_batch<B: Backend>(
         &mut grads.d_x
     };
     fault.check(dev.0.fill(target, 0.0));
-    for (cache, gt, slot) in &batch {
+    // In slot order: the sum over the batch must not depend on how the ECS happens to
+    // store the cameras (it differs between an uninterrupted and a resumed run).
+    let slots = settings.0.batch_size as usize;
+    let ordered = (0..slots).flat_map(|s| batch.iter().filter(move |(.., b)| b.slot == s));
+    for (cache, gt, slot) in ordered {
         let frame = &frames.0[slot.slot];
         fault.check(cache::backward(
             &dev.0,
