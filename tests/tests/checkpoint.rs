@@ -134,7 +134,11 @@ fn a_diverged_run_stops_naming_the_step_and_keeps_the_good_checkpoint() {
     assert!(err.to_string().contains("step 22"), "{err}");
     // Found when the window of steps 21..27 was read back, before the step-30
     // checkpoint: the newest checkpoint is the good one after step 20.
-    assert_eq!(s.steps_done(), 28, "stopped after the step that read the window back");
+    assert_eq!(
+        s.steps_done(),
+        28,
+        "stopped after the step that read the window back"
+    );
     let (step, path) = run::newest_checkpoint(dir.path()).unwrap().unwrap();
     assert_eq!(step, 20);
     assert_eq!(Checkpoint::read(&path).unwrap().first_non_finite(), None);

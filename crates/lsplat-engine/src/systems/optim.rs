@@ -20,10 +20,11 @@ pub fn loss_batch<B: Backend>(
 ) {
     let weight = 1.0 / settings.0.batch_size as f32;
     let slot = (step.0 % metrics.every) as usize;
-    // In slot order: slot 0 writes the step's loss, later slots add to it.
+    // In slot order: the first camera writes the step's loss, the others add to it.
+    // (A camera drawn twice in one batch, across an epoch boundary, holds one slot.)
     let slots = settings.0.batch_size as usize;
     let ordered = (0..slots).flat_map(|s| batch.iter().filter(move |(_, b)| b.slot == s));
-    for (gt, b) in ordered {
+    for (i, (gt, b)) in ordered.enumerate() {
         let frame = &mut frames.0[b.slot];
         let r = dev.0.pixel_loss(
             loss.kind,
@@ -33,7 +34,7 @@ pub fn loss_batch<B: Backend>(
             &mut frame.d_rendered,
             &mut metrics.loss,
             slot,
-            b.slot > 0,
+            i > 0,
         );
         fault.check(r);
     }
