@@ -189,3 +189,196 @@ fn unknown_scene_key_is_an_error() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("s.toml") && err.contains("spalts"), "{err}");
 }
+
+/// Runs `args`, expects a failure whose message contains every one of `want`, no
+/// panic, and no `out` folder.
+fn refused(args: &[&str], want: &[&str], out: &std::path::Path) {
+    let o = bin().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    // 2: clap refused a flag's value; 1: the command failed.
+    assert_eq!(
+        o.status.code(),
+        Some(if err.contains("invalid value") { 2 } else { 1 }),
+        "{args:?}: {err}"
+    );
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    for w in want {
+        assert!(err.contains(w), "{args:?}: `{w}` not in {err}");
+    }
+    assert!(!out.exists(), "{args:?} wrote {}", out.display());
+}
+
+#[test]
+fn nonsense_settings_fail_naming_the_file_or_flag() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let out = d.join("out");
+    let o = out.to_str().unwrap();
+    let path = |name: &str| d.join(name).to_str().unwrap().to_string();
+    std::fs::write(d.join("empty.toml"), "").unwrap();
+    std::fs::write(d.join("train_only.toml"), "[train]\niterations = 5\n").unwrap();
+    std::fs::write(d.join("level.toml"), "[demo]\n[scene]\nlevel = 7\n").unwrap();
+    for scene in ["empty.toml", "train_only.toml"] {
+        refused(
+            &["train", "--scene", &path(scene), "--out", o],
+            &[scene, "names no scene inputs"],
+            &out,
+        );
+    }
+    refused(
+        &["train", "--scene", &path("level.toml"), "--out", o],
+        &["level.toml", "scene.level"],
+        &out,
+    );
+    refused(
+        &["train", "--set", "train.iterations=0", "--out", o],
+        &["train.iterations"],
+        &out,
+    );
+    refused(
+        &["train", "--set", "device.threads=100000", "--out", o],
+        &["device.threads", "hardware threads"],
+        &out,
+    );
+    refused(&["bench", "--iters", "0"], &["--iters"], &out);
+    for flag in ["--orbit", "--width", "--height"] {
+        refused(
+            &["synth", "--splats", "x.ply", flag, "0", "--out", o],
+            &[flag],
+            &out,
+        );
+    }
+    // A tiny splat, a camera file without cameras, a PLY without vertices.
+    let mut ply = lsplat_data::ply::SplatPly::default();
+    for i in 0..10 {
+        ply.gaussians.means.push([i as f32 * 0.1, 0.0, 0.0]);
+        ply.gaussians.log_scales.push([-3.0; 3]);
+        ply.gaussians.rotations.push([1.0, 0.0, 0.0, 0.0]);
+        ply.gaussians.opacity_logits.push(1.0);
+        ply.sh_dc.push([0.0; 3]);
+    }
+    lsplat_data::ply::write_ply(&d.join("s.ply"), &ply).unwrap();
+    let header = "ply\nformat binary_little_endian 1.0\nelement vertex 0\n";
+    let props: String = [
+        "x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity", "scale_0", "scale_1", "scale_2",
+        "rot_0", "rot_1", "rot_2", "rot_3",
+    ]
+    .iter()
+    .map(|p| format!("property float {p}\n"))
+    .collect();
+    std::fs::write(d.join("zero.ply"), format!("{header}{props}end_header\n")).unwrap();
+    std::fs::write(d.join("cameras.json"), "[]").unwrap();
+    std::fs::write(
+        d.join("no_cams.toml"),
+        "[scene]\nsplats = \"s.ply\"\ncameras = \"cameras.json\"\ndataset = \"ds\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("zero.toml"),
+        "[scene]\nsplats = \"zero.ply\"\ncameras = \"cameras.json\"\ndataset = \"ds\"\n",
+    )
+    .unwrap();
+    refused(
+        &["train", "--scene", &path("no_cams.toml"), "--out", o],
+        &["cameras.json", "no cameras"],
+        &out,
+    );
+    refused(
+        &["train", "--scene", &path("zero.toml"), "--out", o],
+        &["zero.ply", "no Gaussians"],
+        &out,
+    );
+    refused(
+        &["synth", "--splats", &path("zero.ply"), "--out", o],
+        &["zero.ply", "no Gaussians"],
+        &out,
+    );
+    // Buffers that cannot fit: a clear error, not an aborted process.
+    refused(
+        &[
+            "synth",
+            "--splats",
+            &path("s.ply"),
+            "--orbit",
+            "1",
+            "--width",
+            "60000",
+            "--height",
+            "60000",
+            "--out",
+            o,
+        ],
+        &["frame_00001", "memory"],
+        &out,
+    );
+    refused(
+        &[
+            "synth",
+            "--splats",
+            &path("s.ply"),
+            "--orbit",
+            "1",
+            "--width",
+            "200000",
+            "--height",
+            "200000",
+            "--out",
+            o,
+        ],
+        &["frame_00001", "2^32"],
+        &out,
+    );
+    refused(
+        &[
+            "train",
+            "--set",
+            "demo.width=60000",
+            "--set",
+            "demo.height=60000",
+            "--out",
+            o,
+        ],
+        &["60000x60000", "memory"],
+        &out,
+    );
+}
+
+#[test]
+fn top_level_help_lists_every_command_and_stderr_has_no_colour_off_a_terminal() {
+    let o = bin().arg("--help").output().unwrap();
+    let h = String::from_utf8_lossy(&o.stdout);
+    let commands = h.split("Commands:").nth(1).unwrap_or_default();
+    for c in ["train", "bench", "info", "import", "synth"] {
+        assert!(
+            commands.lines().any(|l| l.trim_start().starts_with(c)),
+            "{c} not listed: {h}"
+        );
+    }
+    let o = bin().args(["import", "--help"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("langsplat"));
+    let t = tempfile::tempdir().unwrap();
+    let o = bin()
+        .args([
+            "train",
+            "--set",
+            "train.iterations=3",
+            "--set",
+            "demo.cameras=2",
+            "--set",
+            "log.eval=false",
+            "--out",
+        ])
+        .arg(t.path().join("r"))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("INFO") && !err.contains('\x1b'), "{err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("loss: mean")
+            && out.contains("over steps 0–0")
+            && out.contains("over steps 2–2"),
+        "{out}"
+    );
+}

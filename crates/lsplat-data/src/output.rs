@@ -151,6 +151,16 @@ mod tests {
         input.extra = vec![9.0, 1.0, 9.0, 2.0, 9.0, 3.0, 9.0, 4.0];
         let feats: Vec<f32> = (0..8).map(|v| v as f32).collect();
         write_splats_with_features(&p, &input, &feats, 2).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        let header = String::from_utf8_lossy(
+            &bytes[..bytes.windows(10).position(|w| w == b"end_header").unwrap()],
+        );
+        assert!(
+            header.lines().any(|l| l.starts_with("comment")
+                && l.contains("unit quaternions")
+                && l.contains("normalised")),
+            "{header}"
+        );
         let back = crate::ply::read_ply(&p).unwrap();
         assert_eq!(back.gaussians, input.gaussians);
         assert_eq!(

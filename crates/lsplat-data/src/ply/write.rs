@@ -64,7 +64,11 @@ pub fn write_ply(path: &Path, ply: &SplatPly) -> Result<(), DataError> {
         }
         names.push(e.clone());
     }
-    let mut header = format!("ply\nformat binary_little_endian 1.0\nelement vertex {n}\n");
+    let mut header = format!(
+        "ply\nformat binary_little_endian 1.0\n\
+         comment written by lsplat-engine; rot_0..3 are unit quaternions (w, x, y, z): the input rotations, normalised\n\
+         element vertex {n}\n"
+    );
     for name in &names {
         header.push_str(&format!("property float {name}\n"));
     }
