@@ -109,3 +109,77 @@ fn dim_metadata_must_match_the_features() {
     rewrite(&t.path().join(MASKS_FILE), Compression::SNAPPY, None);
     load_dataset_labels(t.path(), 1, &names).unwrap();
 }
+
+/// Rewrites `features.parquet` as pandas writes it back: LargeUtf8 names and the
+/// features as variable-length lists (`rows` may change a row's values).
+fn rewrite_like_pandas(path: &Path, edit: impl Fn(usize, &mut Vec<f32>)) {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Float32Type;
+    use arrow_array::{ArrayRef, LargeStringArray, ListArray, RecordBatch};
+    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut out = Vec::new();
+    let mut k = 0;
+    for b in reader {
+        let b = b.unwrap();
+        let names: Vec<&str> = (0..b.num_rows())
+            .map(|i| b.column(0).as_string::<i32>().value(i))
+            .collect();
+        let f = b.column(3).as_fixed_size_list();
+        let rows: Vec<Option<Vec<Option<f32>>>> = (0..b.num_rows())
+            .map(|i| {
+                let mut r: Vec<f32> = f.value(i).as_primitive::<Float32Type>().values().to_vec();
+                edit(k, &mut r);
+                k += 1;
+                Some(r.into_iter().map(Some).collect())
+            })
+            .collect();
+        let cols: Vec<ArrayRef> = vec![
+            std::sync::Arc::new(LargeStringArray::from(names)),
+            b.column(1).clone(),
+            b.column(2).clone(),
+            std::sync::Arc::new(ListArray::from_iter_primitive::<Float32Type, _, _>(rows)),
+        ];
+        out.push(
+            RecordBatch::try_from_iter(
+                ["image", "level", "mask_id", "feature"]
+                    .into_iter()
+                    .zip(cols),
+            )
+            .unwrap(),
+        );
+    }
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build();
+    let mut w =
+        ArrowWriter::try_new(File::create(path).unwrap(), out[0].schema(), Some(props)).unwrap();
+    for b in &out {
+        w.write(b).unwrap();
+    }
+    w.close().unwrap();
+}
+
+#[test]
+fn pandas_style_columns_read_back() {
+    let t = tempfile::tempdir().unwrap();
+    let (names, want) = dataset(t.path());
+    let fp = t.path().join(FEATURES_FILE);
+    rewrite_like_pandas(&fp, |_, _| {});
+    assert_eq!(load_dataset_labels(t.path(), 1, &names).unwrap(), want);
+    dataset(t.path());
+    rewrite_like_pandas(&fp, |k, r| {
+        if k == 2 {
+            r.pop();
+        }
+    });
+    let e = load_dataset_labels(t.path(), 1, &names)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("features.parquet") && e.contains("differ in length"),
+        "{e}"
+    );
+}

@@ -77,9 +77,14 @@ impl<'a> Columns<'a> {
         DataError::format(self.path, format!("column `{name}` is not {ty}"))
     }
 
-    pub fn str(&self, name: &str) -> Result<&'a StringArray, DataError> {
-        self.col(name)?
-            .as_string_opt::<i32>()
+    /// A Utf8 or LargeUtf8 column (pandas writes the latter).
+    pub fn str(&self, name: &str) -> Result<StrColumn<'a>, DataError> {
+        let c = self.col(name)?;
+        if let Some(a) = c.as_string_opt::<i32>() {
+            return Ok(StrColumn::Utf8(a));
+        }
+        c.as_string_opt::<i64>()
+            .map(StrColumn::Large)
             .ok_or_else(|| self.wrong(name, "Utf8"))
     }
 
@@ -106,18 +111,61 @@ impl<'a> Columns<'a> {
         Ok(l)
     }
 
-    pub fn features(&self, name: &str) -> Result<(&'a FixedSizeListArray, usize), DataError> {
-        let f = self
-            .col(name)?
-            .as_fixed_size_list_opt()
-            .ok_or_else(|| self.wrong(name, "FixedSizeList<Float32>"))?;
-        let ok =
-            f.values().as_primitive_opt::<Float32Type>().is_some() && f.values().null_count() == 0;
-        if !ok || f.value_length() <= 0 {
-            return Err(self.wrong(name, "FixedSizeList<Float32, D> without nulls"));
+    /// The feature column: FixedSizeList<Float32, D> (what the engine writes), or a
+    /// List<Float32> whose rows all have the same length D (what pandas writes back).
+    pub fn features(&self, name: &str) -> Result<(FeatureColumn<'a>, usize), DataError> {
+        let want = "FixedSizeList<Float32, D> (or List<Float32> of equal lengths) without nulls";
+        let c = self.col(name)?;
+        let values_ok =
+            |v: &ArrayRef| v.as_primitive_opt::<Float32Type>().is_some() && v.null_count() == 0;
+        if let Some(f) = c.as_fixed_size_list_opt() {
+            if !values_ok(f.values()) || f.value_length() <= 0 {
+                return Err(self.wrong(name, want));
+            }
+            return Ok((FeatureColumn::Fixed(f), f.value_length() as usize));
         }
-        Ok((f, f.value_length() as usize))
+        let l = c
+            .as_list_opt::<i32>()
+            .ok_or_else(|| self.wrong(name, want))?;
+        if !values_ok(l.values()) {
+            return Err(self.wrong(name, want));
+        }
+        let offsets = l.value_offsets();
+        let d = offsets
+            .get(1)
+            .zip(offsets.first())
+            .map_or(0, |(b, a)| b - a);
+        if d <= 0 || offsets.windows(2).any(|w| w[1] - w[0] != d) {
+            return Err(DataError::format(
+                self.path,
+                format!("column `{name}`: feature rows differ in length (or are empty)"),
+            ));
+        }
+        Ok((FeatureColumn::List(l), d as usize))
     }
+}
+
+/// A string column, Utf8 or LargeUtf8.
+#[derive(Clone, Copy)]
+pub(crate) enum StrColumn<'a> {
+    Utf8(&'a StringArray),
+    Large(&'a arrow_array::LargeStringArray),
+}
+
+impl<'a> StrColumn<'a> {
+    pub fn value(&self, i: usize) -> &'a str {
+        match self {
+            StrColumn::Utf8(a) => a.value(i),
+            StrColumn::Large(a) => a.value(i),
+        }
+    }
+}
+
+/// A checked feature column.
+#[derive(Clone, Copy)]
+pub(crate) enum FeatureColumn<'a> {
+    Fixed(&'a FixedSizeListArray),
+    List(&'a ListArray),
 }
 
 /// The `u32` values of row `i` of a checked list column.
@@ -128,10 +176,13 @@ pub(crate) fn list_row(l: &ListArray, i: usize) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// The `f32` values of row `i` of a checked fixed-size-list column.
-pub(crate) fn feature_row(f: &FixedSizeListArray, i: usize) -> Vec<f32> {
-    f.value(i)
-        .as_primitive_opt::<Float32Type>()
+/// The `f32` values of row `i` of a checked feature column.
+pub(crate) fn feature_row(f: FeatureColumn<'_>, i: usize) -> Vec<f32> {
+    let row = match f {
+        FeatureColumn::Fixed(a) => a.value(i),
+        FeatureColumn::List(a) => a.value(i),
+    };
+    row.as_primitive_opt::<Float32Type>()
         .map(|a| a.values().to_vec())
         .unwrap_or_default()
 }
