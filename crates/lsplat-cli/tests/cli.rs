@@ -47,6 +47,32 @@ fn train_smoke_writes_the_run_directory() {
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["steps"], 50);
+    // The printed loss summary: the first and last 25 steps (never overlapping), the
+    // same numbers as summary.json and as the metrics file.
+    let (a, b) = (&summary["loss_first_window"], &summary["loss_last_window"]);
+    assert_eq!((&a["first_step"], &a["last_step"]), (&0.into(), &24.into()));
+    assert_eq!(
+        (&b["first_step"], &b["last_step"]),
+        (&25.into(), &49.into())
+    );
+    let losses: Vec<f64> = metrics
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["loss"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    let mean = |r: &[f64]| r.iter().map(|l| *l as f32 as f64).sum::<f64>() / r.len() as f64;
+    assert!((a["mean"].as_f64().unwrap() - mean(&losses[..25])).abs() < 1e-12);
+    assert!((b["mean"].as_f64().unwrap() - mean(&losses[25..])).abs() < 1e-12);
+    let line = format!(
+        "loss: mean {:.6} over steps 0–24 -> mean {:.6} over steps 25–49 ({:.1}x lower)",
+        a["mean"].as_f64().unwrap(),
+        b["mean"].as_f64().unwrap(),
+        summary["loss_ratio"].as_f64().unwrap()
+    );
+    assert!(stdout.contains(&line), "{line} not in {stdout}");
     let npy = std::fs::read(out.join("features.npy")).unwrap();
     assert_eq!(&npy[..6], b"\x93NUMPY");
     // No temporary files are left behind.
