@@ -203,37 +203,24 @@ fn a_run_directory_belongs_to_one_run() {
     assert!(t0.elapsed() < Duration::from_secs(20), "refused at once");
     first.kill().unwrap();
     first.wait().unwrap();
+    let again = |iterations: u32, force: bool| {
+        let iters = format!("train.iterations={iterations}");
+        let mut c = train(&[iters.as_str()]);
+        c.arg("--out").arg(&out);
+        if force {
+            c.arg("--force");
+        }
+        c.output().unwrap()
+    };
     // Killed before any checkpoint: an unfinished run, discarded only with --force.
-    let e = fails(
-        train(&["train.iterations=10"])
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap(),
-    );
+    let e = fails(again(10, false));
     assert!(e.contains("unfinished run") && e.contains("--force"), "{e}");
-    ok(train(&["train.iterations=20"])
-        .arg("--out")
-        .arg(&out)
-        .arg("--force")
-        .output()
-        .unwrap());
+    ok(again(20, true));
     assert_eq!(losses(&out).len(), 20);
     // A finished run is refused, and overwritten with --force.
-    let e = fails(
-        train(&["train.iterations=10"])
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap(),
-    );
+    let e = fails(again(10, false));
     assert!(e.contains("finished run") && e.contains("--force"), "{e}");
-    ok(train(&["train.iterations=10"])
-        .arg("--out")
-        .arg(&out)
-        .arg("--force")
-        .output()
-        .unwrap());
+    ok(again(10, true));
     assert_eq!(losses(&out).len(), 10);
     // No temporary file is left, and none under a final name.
     for e in std::fs::read_dir(&out).unwrap() {

@@ -18,7 +18,12 @@ use std::path::PathBuf;
 pub fn data_dir() -> PathBuf {
     match std::env::var_os("LSPLAT_TEST_DATA") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
+        // CARGO_MANIFEST_DIR is <repo>/crates/lsplat-data: three levels up is <repo>/..
+        _ => std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .nth(3)
+            .unwrap_or(std::path::Path::new(".."))
+            .join("shared/data"),
     }
 }
 
