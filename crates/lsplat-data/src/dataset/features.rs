@@ -5,11 +5,13 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, RecordBatch};
+use arrow_array::{FixedSizeListArray, Float32Array, RecordBatch};
 use arrow_schema::{DataType, Field};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::schema::{Columns, FEATURES_FILE, MASKS_FILE, features_schema, masks_schema};
+use super::schema::{
+    Columns, FEATURES_FILE, FeatureColumn, MASKS_FILE, features_schema, masks_schema,
+};
 use super::write::Output;
 use crate::DataError;
 
@@ -97,14 +99,24 @@ pub fn read_feature_rows(dataset_dir: &Path) -> Result<FeatureRows, DataError> {
     })
 }
 
-/// The values of a checked `FixedSizeList<Float32>` column, row-major.
-fn flat_values(f: &FixedSizeListArray) -> &[f32] {
+/// The values of a checked feature column (fixed-size or equal-length lists), row-major.
+fn flat_values(f: FeatureColumn<'_>) -> &[f32] {
     use arrow_array::Array;
     use arrow_array::cast::AsArray;
-    let vals = f.values().as_primitive::<arrow_array::types::Float32Type>();
-    let d = f.value_length() as usize;
-    let start = f.value_offset_at(0);
-    &vals.values()[start..start + f.len() * d]
+    let (values, start, end) = match f {
+        FeatureColumn::Fixed(a) => {
+            let d = a.value_length() as usize;
+            let start = a.value_offset_at(0);
+            (a.values(), start, start + a.len() * d)
+        }
+        FeatureColumn::List(a) => {
+            let o = a.value_offsets();
+            (a.values(), o[0] as usize, o[o.len() - 1] as usize)
+        }
+    };
+    &values
+        .as_primitive::<arrow_array::types::Float32Type>()
+        .values()[start..end]
 }
 
 /// Writes a copy of a dataset whose features are `map(rows)` (`[rows, D]` →
@@ -171,7 +183,7 @@ pub fn map_dataset_features(
             )
             .map_err(|e| DataError::format(&sf, e.to_string()))?;
             features.write(vec![
-                Arc::new(img.clone()) as ArrayRef,
+                img.to_utf8(),
                 Arc::new(lv.clone()),
                 Arc::new(ids.clone()),
                 Arc::new(fsl),

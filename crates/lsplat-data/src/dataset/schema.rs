@@ -159,6 +159,14 @@ impl<'a> StrColumn<'a> {
             StrColumn::Large(a) => a.value(i),
         }
     }
+
+    /// The column as a Utf8 array (what the engine writes).
+    pub fn to_utf8(self) -> ArrayRef {
+        match self {
+            StrColumn::Utf8(a) => Arc::new(a.clone()),
+            StrColumn::Large(a) => Arc::new(StringArray::from_iter(a.iter())),
+        }
+    }
 }
 
 /// A checked feature column.
