@@ -9,8 +9,8 @@ use lsplat_core::{Camera, Config, Gaussians};
 
 use crate::DataError;
 
-/// File names of a run directory.
-pub const CONFIG_FILE: &str = "config.toml";
+use crate::run::{CONFIG_FILE, SUMMARY_FILE, is_finished};
+
 /// Per-Gaussian features `[N, C]`, exactly as composited.
 pub const FEATURES_NPY: &str = "features.npy";
 
@@ -71,6 +71,15 @@ pub fn load_run(dir: &Path) -> Result<RunInputs, DataError> {
             format!("not a run directory (no {CONFIG_FILE})"),
         ));
     }
+    if !is_finished(dir) {
+        return Err(DataError::format(
+            dir,
+            format!(
+                "holds an unfinished run (no {SUMMARY_FILE}); finish it with `train --resume {}`",
+                dir.display()
+            ),
+        ));
+    }
     let config = Config::load(&cfg_path)?;
     let fp = dir.join(FEATURES_NPY);
     let arr = crate::npy::read_npy(&fp)?;
@@ -128,4 +137,27 @@ pub fn load_run(dir: &Path) -> Result<RunInputs, DataError> {
         features: arr.data,
         channels,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_folders_that_are_not_finished_runs() {
+        let dir = std::env::temp_dir().join(format!("lsplat-run-dir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let msg = |d: &Path| match load_run(d) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{} was read as a finished run", d.display()),
+        };
+        assert!(msg(&dir).contains("not a run directory"));
+        std::fs::write(dir.join(CONFIG_FILE), "").unwrap();
+        let m = msg(&dir);
+        assert!(
+            m.contains("unfinished run") && m.contains("--resume"),
+            "{m}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
