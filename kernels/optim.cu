@@ -49,3 +49,15 @@ extern "C" __global__ void ls_adam(float* p, const float* g, float* m, float* v,
     p[i] -= step_size * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
   }
 }
+
+// Zeroes channel groups: values is [rows, groups·group_len]; group g of row r becomes
+// 0 where keep[r·groups + g] == 0. One thread per (row, group).
+extern "C" __global__ void ls_mask_groups(float* values, const unsigned char* keep, u64 rows,
+                                          u32 groups, u32 group_len) {
+  const u64 total = rows * groups;
+  for (u64 i = ls_global_id(); i < total; i += ls_global_stride()) {
+    if (keep[i] != 0) continue;
+    float* v = values + i * group_len;
+    for (u32 k = 0; k < group_len; k++) v[k] = 0.0f;
+  }
+}

@@ -80,10 +80,52 @@ fn bench_operator(crit: &mut Criterion) {
             let mut g = crit.benchmark_group("spmm_t");
             g.throughput(Throughput::BytesDecimal(bwd));
             let mut dx = vec![0f32; case.gaussians * c];
-            g.bench_function(id, |b| {
+            g.bench_function(id.clone(), |b| {
                 b.iter(|| dev.spmm_t(&op, black_box(&d), c, &mut dx).unwrap())
             });
             g.finish();
+
+            // One camera's forward → masked L1 → backward: fused, and as three ops.
+            if c == case.gt.channels {
+                let mut g = crit.benchmark_group("loss_step");
+                g.throughput(Throughput::BytesDecimal(op.bytes() as u64));
+                let mut loss = vec![0f32; 1];
+                let (mut r, mut dr) = (vec![0f32; case.rows() * c], vec![0f32; case.rows() * c]);
+                for fused in [true, false] {
+                    let kind = lsplat_core::config::LossKind::MaskedL1;
+                    let name = BenchmarkId::new(
+                        format!("{}/{}", case.name, if fused { "fused" } else { "two_pass" }),
+                        precision_name(p),
+                    );
+                    g.bench_function(name, |b| {
+                        b.iter(|| {
+                            if fused {
+                                dev.operator_loss_step(
+                                    kind,
+                                    &op,
+                                    black_box(&x),
+                                    &case.gt,
+                                    1.0,
+                                    (&mut r, &mut dr),
+                                    &mut dx,
+                                    &mut loss,
+                                    0,
+                                    false,
+                                )
+                                .unwrap()
+                            } else {
+                                dev.spmm(&op, black_box(&x), c, &mut r).unwrap();
+                                dev.pixel_loss(
+                                    kind, &r, &case.gt, 1.0, &mut dr, &mut loss, 0, false,
+                                )
+                                .unwrap();
+                                dev.spmm_t(&op, &dr, c, &mut dx).unwrap();
+                            }
+                        })
+                    });
+                }
+                g.finish();
+            }
         }
 
         let id = BenchmarkId::new(&case.name, format!("C{c}"));

@@ -2,27 +2,29 @@
 //! cached operator in each weight precision, and the byte counts that turn a time
 //! into an achieved bandwidth.
 //!
-//! Bytes moved by one `spmm` (CSR, `out = W·x`), with `R` rows, `N` Gaussians, `Z`
-//! non-zeros, `C` channels, index width `i` and weight width `w` bytes:
+//! Bytes moved by one `spmm` (`out = W·x`), with `R` rows, `Z` non-zeros, `L` listed
+//! Gaussians (each block's distinct Gaussians, summed over blocks), `C` channels and
+//! weight width `w` bytes:
 //!
 //! ```text
-//! row_ptr (R+1)·4  +  indices Z·i  +  weights Z·w  +  gathered x rows Z·C·4  +  output R·C·4
+//! operator (row/block offsets, block lists L·4, local indices Z·2, weights Z·w)
+//!   +  gathered x rows L·C·4  +  output R·C·4
 //! ```
 //!
-//! `spmm_t` (CSC, `d_x += Wᵀ·d`) reads `col_ptr (N+1)·4`, `Z·i + Z·w`, gathers `Z·C·4`
-//! of `d`, and reads and writes `d_x` (`2·N·C·4`). The gathered term counts every
-//! gather as a memory access; what reaches DRAM is between the compulsory `N·C·4` (x
-//! read once, when it stays in cache) and that figure.
+//! `spmm_t` (`d_x += Wᵀ·d`) reads the same operator bytes and `d` (`R·C·4`), and reads
+//! and writes the block rows of `d_x` (`2·L·C·4`). Gathers of the same Gaussian by
+//! several blocks are each counted; what reaches DRAM is between the compulsory
+//! `N·C·4` and that figure.
 
 use glam::Vec3;
 use lsplat_core::config::WeightPrecision;
 use lsplat_core::{Camera, Config, Gaussians, Rng, TileGrid};
 use lsplat_cpu::CpuBackend;
 use lsplat_cpu::bins::CpuBins;
-use lsplat_cpu::operator::{CpuOperator, Indices, Weights};
+use lsplat_cpu::operator::CpuOperator;
 use lsplat_cpu::project::CpuProjection;
 use lsplat_data::ImageLabels;
-use lsplat_device::{Backend, CameraParams, PixelSet};
+use lsplat_device::{Backend, CameraParams, GroundTruth, PixelSet};
 
 /// One camera ready to bench.
 pub struct Case {
@@ -34,6 +36,8 @@ pub struct Case {
     pub bins: CpuBins,
     /// Valid pixels in tile-major order (the operator's rows), as training uploads them.
     pub pixels: PixelSet<CpuBackend>,
+    /// The labels as training uploads them (pixels, mask rows, feature table).
+    pub gt: GroundTruth<CpuBackend>,
     /// Gaussians.
     pub gaussians: usize,
     /// Image size.
@@ -52,12 +56,19 @@ impl Case {
         let render = Config::default().render;
         let geom = dev.upload_geometry(gaussians).expect("geometry");
         let grid = TileGrid::new(render.tile_size, cam.width, cam.height);
-        let mut valid = vec![false; grid.pixel_count()];
-        for &p in &labels.valid {
-            valid[p as usize] = true;
+        let mut valid = vec![0u32; grid.pixel_count()];
+        for (&p, &m) in labels.valid.iter().zip(&labels.mask) {
+            valid[p as usize] = m + 1;
         }
-        let (order, offsets) = grid.select_pixels(|p| valid[p as usize]);
+        let (order, offsets) = grid.select_pixels(|p| valid[p as usize] != 0);
         let pixels = PixelSet::upload(dev, grid, &order, &offsets).expect("pixels");
+        let gt = GroundTruth {
+            pixels: PixelSet::upload(dev, grid, &order, &offsets).expect("pixels"),
+            mask: order.iter().map(|&p| valid[p as usize] - 1).collect(),
+            table: labels.features.clone(),
+            rows: labels.rows(),
+            channels: labels.dim,
+        };
         let mut projection = CpuProjection::default();
         let mut bins = CpuBins::default();
         dev.project(
@@ -73,6 +84,7 @@ impl Case {
             projection,
             bins,
             pixels,
+            gt,
             gaussians: gaussians.len(),
             size: (cam.width, cam.height),
         }
@@ -126,33 +138,16 @@ impl Case {
     }
 }
 
-fn index_bytes(i: &Indices) -> u64 {
-    match i {
-        Indices::U16(_) => 2,
-        Indices::U32(_) => 4,
-    }
-}
-
-fn weight_bytes(w: &Weights) -> u64 {
-    match w {
-        Weights::F32(_) => 4,
-        _ => 2,
-    }
-}
-
 /// Bytes moved by one `spmm` with `c` channels (see the crate docs).
 pub fn spmm_bytes(op: &CpuOperator, c: usize) -> u64 {
-    let (r, z, c) = (op.rows as u64, op.nnz() as u64, c as u64);
-    (r + 1) * 4 + z * (index_bytes(&op.col_idx) + weight_bytes(&op.row_w)) + z * c * 4 + r * c * 4
+    let (r, l, c) = (op.rows() as u64, op.listed() as u64, c as u64);
+    op.bytes() as u64 + l * c * 4 + r * c * 4
 }
 
 /// Bytes moved by one `spmm_t` with `c` channels (see the crate docs).
 pub fn spmm_t_bytes(op: &CpuOperator, c: usize) -> u64 {
-    let (n, z, c) = (op.cols as u64, op.nnz() as u64, c as u64);
-    (n + 1) * 4
-        + z * (index_bytes(&op.row_idx) + weight_bytes(&op.col_w))
-        + z * c * 4
-        + 2 * n * c * 4
+    let (r, l, c) = (op.rows() as u64, op.listed() as u64, c as u64);
+    op.bytes() as u64 + r * c * 4 + 2 * l * c * 4
 }
 
 /// Random labels: 8×8 blocks are valid with probability `valid` (masks are blobs)

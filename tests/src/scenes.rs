@@ -2,6 +2,7 @@
 
 use glam::Vec3;
 use lsplat_core::{Camera, Gaussians, Rng};
+use lsplat_data::{ImageLabels, SceneData};
 
 /// A fresh seed for a test run (printed, so a failure can be reproduced with
 /// `LSPLAT_SEED=<seed>`).
@@ -64,4 +65,89 @@ pub fn random_scene(
     );
     let feats = (0..n * c).map(|_| rng.range(-1.0, 1.0)).collect();
     (g, cam, feats)
+}
+
+/// `count` cameras on a random orbit around `target` at distance `dist`.
+pub fn orbit_cameras(
+    rng: &mut Rng,
+    count: usize,
+    (w, h): (u32, u32),
+    target: Vec3,
+    dist: (f32, f32),
+    up: Vec3,
+) -> Vec<Camera> {
+    // Two axes orthogonal to `up` for the azimuth.
+    let a = up.any_orthonormal_vector();
+    let b = up.cross(a);
+    (0..count)
+        .map(|i| {
+            let az = rng.range(0.0, std::f32::consts::TAU);
+            let el = rng.range(-0.6, 0.6);
+            let d = rng.range(dist.0, dist.1);
+            let dir = el.cos() * (az.cos() * a + az.sin() * b) + el.sin() * up;
+            Camera::look_at(
+                format!("cam{i:02}"),
+                (w, h),
+                rng.range(0.6, 0.9),
+                target + d * dir,
+                target,
+                up,
+            )
+        })
+        .collect()
+}
+
+/// Random labels for `cam`: about `valid` of the pixels carry a mask; mask ids are
+/// constant over 8×8 blocks (so masks are blobs, as SAM's are); the table holds
+/// `rows` random unit features of dimension `dim`.
+pub fn random_labels(
+    rng: &mut Rng,
+    cam: &Camera,
+    dim: usize,
+    rows: usize,
+    valid: f64,
+) -> ImageLabels {
+    let mut features = Vec::with_capacity(rows * dim);
+    for _ in 0..rows {
+        let v: Vec<f32> = (0..dim).map(|_| rng.normal()).collect();
+        let n = v.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-6);
+        features.extend(v.iter().map(|a| a / n));
+    }
+    let (w, h) = (cam.width, cam.height);
+    let (bw, bh) = (w.div_ceil(8), h.div_ceil(8));
+    let block_id: Vec<u32> = (0..bw * bh)
+        .map(|_| rng.below(rows as u64) as u32)
+        .collect();
+    let mut seg = vec![-1i32; (w * h) as usize];
+    for y in 0..h {
+        for x in 0..w {
+            if rng.f64() < valid {
+                seg[(y * w + x) as usize] = block_id[((y / 8) * bw + x / 8) as usize] as i32;
+            }
+        }
+    }
+    ImageLabels::from_seg_map(cam.name.clone(), (w, h), &seg, features, dim).unwrap()
+}
+
+/// A random scene: `n` Gaussians (as `random_scene` makes them), `cams` orbit
+/// cameras, random labels with ~25% valid pixels and a small unit-feature table.
+pub fn random_scene_data(
+    seed: u64,
+    n: usize,
+    cams: usize,
+    size: (u32, u32),
+    dim: usize,
+) -> SceneData {
+    let (gaussians, _, _) = random_scene(seed, n, dim, size);
+    let mut rng = Rng::new(seed ^ 0x5eed_cafe);
+    let cameras = orbit_cameras(&mut rng, cams, size, Vec3::ZERO, (3.2, 4.5), Vec3::Z);
+    let labels = cameras
+        .iter()
+        .map(|c| random_labels(&mut rng, c, dim, 6, 0.25))
+        .collect();
+    SceneData {
+        gaussians,
+        cameras,
+        labels,
+    }
 }

@@ -5,7 +5,7 @@
 //!   demo and the real biker splat.
 //! - The cached operator's SpMM and transposed SpMM match a float64 product in every
 //!   weight precision (f32, f16, bf16, with error bounds derived from the documented
-//!   per-weight bounds) and both index widths (u16, u32).
+//!   per-weight bounds), across the 65 536-Gaussian and 65 536-row boundaries.
 //! - Runs are bitwise reproducible in every cache mode.
 //! - LRU eviction under a tiny budget changes nothing but speed, really evicts, and
 //!   never holds more than the budget.
@@ -14,14 +14,16 @@ use glam::Vec3;
 use lsplat_core::config::WeightPrecision;
 use lsplat_core::{Camera, Config, Gaussians, Rng, TileGrid};
 use lsplat_cpu::CpuBackend;
-use lsplat_cpu::operator::{CpuOperator, Indices};
-use lsplat_data::{ImageLabels, SceneData};
+use lsplat_cpu::operator::CpuOperator;
+use lsplat_data::SceneData;
 use lsplat_device::{Backend, CameraParams, PixelSet};
 use lsplat_engine::components::Cache;
 use lsplat_engine::resources::CacheStats;
 use lsplat_engine::{EvalReport, Session};
 use lsplat_render::CacheLevel;
-use lsplat_tests::scenes::{fresh_seed, random_scene};
+use lsplat_tests::scenes::{
+    fresh_seed, orbit_cameras, random_labels, random_scene, random_scene_data,
+};
 
 /// Unit round-off of f32.
 const U32: f64 = 1.0 / (1u64 << 24) as f64;
@@ -39,79 +41,6 @@ const MODES: [&str; 3] = ["operator", "geometry", "none"];
 // ---------------------------------------------------------------------------------
 // Scenes
 // ---------------------------------------------------------------------------------
-
-/// `count` cameras on a random orbit around `target` at distance `dist`.
-fn orbit_cameras(
-    rng: &mut Rng,
-    count: usize,
-    (w, h): (u32, u32),
-    target: Vec3,
-    dist: (f32, f32),
-    up: Vec3,
-) -> Vec<Camera> {
-    // Two axes orthogonal to `up` for the azimuth.
-    let a = up.any_orthonormal_vector();
-    let b = up.cross(a);
-    (0..count)
-        .map(|i| {
-            let az = rng.range(0.0, std::f32::consts::TAU);
-            let el = rng.range(-0.6, 0.6);
-            let d = rng.range(dist.0, dist.1);
-            let dir = el.cos() * (az.cos() * a + az.sin() * b) + el.sin() * up;
-            Camera::look_at(
-                format!("cam{i:02}"),
-                (w, h),
-                rng.range(0.6, 0.9),
-                target + d * dir,
-                target,
-                up,
-            )
-        })
-        .collect()
-}
-
-/// Random labels for `cam`: about `valid` of the pixels carry a mask; mask ids are
-/// constant over 8×8 blocks (so masks are blobs, as SAM's are); the table holds
-/// `rows` random unit features of dimension `dim`.
-fn random_labels(rng: &mut Rng, cam: &Camera, dim: usize, rows: usize, valid: f64) -> ImageLabels {
-    let mut features = Vec::with_capacity(rows * dim);
-    for _ in 0..rows {
-        let v: Vec<f32> = (0..dim).map(|_| rng.normal()).collect();
-        let n = v.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-6);
-        features.extend(v.iter().map(|a| a / n));
-    }
-    let (w, h) = (cam.width, cam.height);
-    let (bw, bh) = (w.div_ceil(8), h.div_ceil(8));
-    let block_id: Vec<u32> = (0..bw * bh)
-        .map(|_| rng.below(rows as u64) as u32)
-        .collect();
-    let mut seg = vec![-1i32; (w * h) as usize];
-    for y in 0..h {
-        for x in 0..w {
-            if rng.f64() < valid {
-                seg[(y * w + x) as usize] = block_id[((y / 8) * bw + x / 8) as usize] as i32;
-            }
-        }
-    }
-    ImageLabels::from_seg_map(cam.name.clone(), (w, h), &seg, features, dim).unwrap()
-}
-
-/// A random scene: `n` Gaussians (as `random_scene` makes them), `cams` orbit
-/// cameras, random labels with ~25% valid pixels and a small unit-feature table.
-fn random_scene_data(seed: u64, n: usize, cams: usize, size: (u32, u32), dim: usize) -> SceneData {
-    let (gaussians, _, _) = random_scene(seed, n, dim, size);
-    let mut rng = Rng::new(seed ^ 0x5eed_cafe);
-    let cameras = orbit_cameras(&mut rng, cams, size, Vec3::ZERO, (3.2, 4.5), Vec3::Z);
-    let labels = cameras
-        .iter()
-        .map(|c| random_labels(&mut rng, c, dim, 6, 0.25))
-        .collect();
-    SceneData {
-        gaussians,
-        cameras,
-        labels,
-    }
-}
 
 /// The embedded demo (level 1) with fewer cameras and smaller images, to keep the
 /// test short.
@@ -502,14 +431,7 @@ fn weight_bound(p: WeightPrecision, w: f64) -> f64 {
 }
 
 fn rows(op: &CpuOperator) -> Vec<Vec<(u32, f32)>> {
-    (0..op.rows).map(|r| op.row(r)).collect()
-}
-
-fn index_width(i: &Indices) -> u32 {
-    match i {
-        Indices::U16(_) => 16,
-        Indices::U32(_) => 32,
-    }
+    (0..op.rows()).map(|r| op.row(r)).collect()
 }
 
 struct SpmmCase {
@@ -522,8 +444,8 @@ struct SpmmCase {
     /// Fraction of pixels in the set (1 = all).
     fraction: u32,
     channels: usize,
-    /// Expected index widths (CSR Gaussian index, CSC row index).
-    widths: (u32, u32),
+    /// Rows past 65 536 carry entries (u32 row offsets matter).
+    many_rows: bool,
 }
 
 const SPMM_CASES: [SpmmCase; 6] = [
@@ -534,7 +456,7 @@ const SPMM_CASES: [SpmmCase; 6] = [
         size: (80, 60),
         fraction: 3,
         channels: 3,
-        widths: (16, 16),
+        many_rows: false,
     },
     SpmmCase {
         name: "u16/u16 C=16",
@@ -543,7 +465,7 @@ const SPMM_CASES: [SpmmCase; 6] = [
         size: (48, 40),
         fraction: 10,
         channels: 16,
-        widths: (16, 16),
+        many_rows: false,
     },
     SpmmCase {
         name: "u32 columns",
@@ -552,7 +474,7 @@ const SPMM_CASES: [SpmmCase; 6] = [
         size: (80, 60),
         fraction: 3,
         channels: 5,
-        widths: (32, 16),
+        many_rows: false,
     },
     SpmmCase {
         name: "N = 65536 (u16 boundary)",
@@ -561,7 +483,7 @@ const SPMM_CASES: [SpmmCase; 6] = [
         size: (64, 48),
         fraction: 3,
         channels: 3,
-        widths: (16, 16),
+        many_rows: false,
     },
     SpmmCase {
         name: "N = 65537",
@@ -570,7 +492,7 @@ const SPMM_CASES: [SpmmCase; 6] = [
         size: (64, 48),
         fraction: 3,
         channels: 3,
-        widths: (32, 16),
+        many_rows: false,
     },
     SpmmCase {
         name: "u32 rows",
@@ -579,7 +501,7 @@ const SPMM_CASES: [SpmmCase; 6] = [
         size: (300, 230),
         fraction: 10,
         channels: 4,
-        widths: (16, 32),
+        many_rows: true,
     },
 ];
 
@@ -646,7 +568,7 @@ fn spmm_and_its_transpose_match_float64() {
                 case.name
             );
         }
-        if case.widths.1 == 32 {
+        if case.many_rows {
             assert!(
                 exact_rows[1 << 16..].iter().any(|r| !r.is_empty()),
                 "{}: rows past 65536 have entries",
@@ -666,23 +588,27 @@ fn spmm_and_its_transpose_match_float64() {
             let what = format!("{} {p:?}", case.name);
             let op = dev.build_operator(&proj, &bins, &set, n, p).unwrap();
             assert_eq!(
-                (op.rows, op.cols, op.nnz()),
+                (op.rows(), op.cols(), op.nnz()),
                 (set.len, n, nnz),
                 "{what}: shape"
             );
-            assert_eq!(
-                (index_width(&op.col_idx), index_width(&op.row_idx)),
-                case.widths,
-                "{what}: index widths"
-            );
             let stats = dev.operator_stats(&op);
             assert_eq!(stats.bytes, op.bytes(), "{what}: operator_stats bytes");
-            let (iw, rw) = (case.widths.0 as usize / 8, case.widths.1 as usize / 8);
             let wb = if p == WeightPrecision::F32 { 4 } else { 2 };
+            // Row offsets, block offsets and lists, the visible Gaussians with their
+            // list positions, a u16 local index and a weight per non-zero; no
+            // transposed copy of the entries.
+            let listed = op.listed();
+            let visible = op.visible();
             assert_eq!(
                 op.bytes(),
-                4 * (set.len + 1 + n + 1) + nnz * (iw + rw + 2 * wb),
+                4 * (set.len + 1 + 2 * (op.blocks() + 1) + 2 * listed + 2 * visible + 1)
+                    + nnz * (2 + wb),
                 "{what}: bytes"
+            );
+            assert!(
+                op.listed() <= nnz && op.blocks() <= grid.tile_count(),
+                "{what}: one block per tile, each Gaussian listed once per block"
             );
             let op_rows = rows(&op);
             // Per-weight bounds.
@@ -774,9 +700,8 @@ fn spmm_and_its_transpose_match_float64() {
                     let i = g * c + ch;
                     let got = dx[i] as f64;
                     let base = d0[i] as f64;
-                    // Sum of `count` products, then one rounding adding to d0.
-                    let acc =
-                        gamma(k) * abs_q[i] + U32 * (base.abs() + abs_q[i] * (1.0 + gamma(k)));
+                    // A sum of d0 and `count` products, in some order.
+                    let acc = gamma(k + 1) * (abs_q[i] + base.abs());
                     assert!(
                         (got - (base + ref_q[i])).abs() <= acc + 1e-37,
                         "{what}: spmm_t gaussian {g} ch {ch}: {got} vs {} (bound {acc:e})",
@@ -821,7 +746,7 @@ fn f16_weights_meet_the_documented_bound() {
         .unwrap();
     // The documented bound: max(2^-11·w, 2^-25) per weight.
     let mut checked = 0;
-    for r in 0..exact.rows {
+    for r in 0..exact.rows() {
         for (a, b) in exact.row(r).iter().zip(&half.row(r)) {
             let bound = (U_F16 * a.1 as f64).max(2f64.powi(-25));
             assert!(
@@ -885,6 +810,130 @@ fn identical_runs_are_bitwise_equal_in_every_mode() {
             let a = train(&scene, &sets, 20, 2);
             let b = train(&scene, &sets, 20, 2);
             assert_bitwise(&format!("{m} {p}, two runs"), &a, &b);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The fused operator step
+// ---------------------------------------------------------------------------------
+
+/// Training with the fused forward → loss → backward over each cached operator equals
+/// training with SpMM, loss and transposed SpMM as three ops, to float rounding, for
+/// every per-pixel loss, with and without the V1 normalisation.
+#[test]
+fn fused_training_equals_the_two_pass_training() {
+    let seed = fresh_seed("fused_training_equals_the_two_pass_training");
+    let scene = random_scene_data(seed, 1000, 4, (96, 72), 3);
+    for loss in ["masked_l1", "cosine", "l1_cosine"] {
+        for normalize in ["true", "false"] {
+            let l = format!("train.loss={loss}");
+            let nrm = format!("train.normalize={normalize}");
+            let sets = |fused: &str| {
+                vec![
+                    "render.cache=operator".to_string(),
+                    format!("render.fused={fused}"),
+                    l.clone(),
+                    nrm.clone(),
+                    "train.init_std=0.1".into(),
+                    "train.batch_size=2".into(),
+                ]
+            };
+            let (f, t) = (sets("true"), sets("false"));
+            let f: Vec<&str> = f.iter().map(String::as_str).collect();
+            let t: Vec<&str> = t.iter().map(String::as_str).collect();
+            let a = train(&scene, &f, 40, 2);
+            let b = train(&scene, &t, 40, 2);
+            assert_close(
+                &format!("{loss}, normalize {normalize}: fused vs two-pass"),
+                &a,
+                &b,
+            );
+        }
+    }
+}
+
+/// One camera's fused step against the three ops it replaces, in every weight
+/// precision and loss: the loss agrees to f64 rounding, the gradient to f32 rounding
+/// of its sums; the fused step is bitwise reproducible and independent of the worker
+/// count.
+#[test]
+fn fused_step_matches_the_three_ops_and_is_reproducible() {
+    use lsplat_core::config::LossKind;
+    let seed = fresh_seed("fused_step_matches_the_three_ops_and_is_reproducible");
+    let scene = random_scene_data(seed, 1500, 1, (120, 90), 3);
+    let (cam, labels) = (&scene.cameras[0], &scene.labels[0]);
+    let devs = [CpuBackend::new(2), CpuBackend::new(1)];
+    let dev = &devs[0];
+    let geom = dev.upload_geometry(&scene.gaussians).unwrap();
+    let grid = TileGrid::new(16, cam.width, cam.height);
+    let mut proj = Default::default();
+    let mut bins = Default::default();
+    dev.project(&geom, &CameraParams::new(cam, 0.01, 1e10), grid, &mut proj)
+        .unwrap();
+    dev.bin_and_sort(&proj, grid, &mut bins).unwrap();
+    let gt = lsplat_engine::gt::upload(dev, labels, 16).unwrap();
+    let (n, c, rows) = (scene.gaussians.len(), 3, gt.pixels.len);
+    let mut rng = Rng::new(seed ^ 77);
+    let x: Vec<f32> = (0..n * c).map(|_| rng.range(-0.5, 0.5)).collect();
+    let start: Vec<f32> = (0..n * c).map(|_| rng.range(-1.0, 1.0)).collect();
+    for p in [
+        WeightPrecision::F32,
+        WeightPrecision::F16,
+        WeightPrecision::Bf16,
+    ] {
+        let op = dev.build_operator(&proj, &bins, &gt.pixels, n, p).unwrap();
+        assert!(op.nnz() >= 1 << 15, "large enough to run in parallel");
+        for kind in [LossKind::MaskedL1, LossKind::Cosine, LossKind::L1Cosine] {
+            let what = format!("{p:?} {kind:?}");
+            let (mut r, mut d) = (vec![0f32; rows * c], vec![0f32; rows * c]);
+            let (mut two, mut l_two) = (start.clone(), vec![0f32; 2]);
+            dev.spmm(&op, &x, c, &mut r).unwrap();
+            dev.pixel_loss(kind, &r, &gt, 0.5, &mut d, &mut l_two, 1, false)
+                .unwrap();
+            dev.spmm_t(&op, &d, c, &mut two).unwrap();
+            // |Wᵀ|·|d| bounds the rounding of each gradient sum.
+            let mut scale = vec![0f64; n * c];
+            for row in 0..rows {
+                for (g, w) in op.row(row) {
+                    for k in 0..c {
+                        scale[g as usize * c + k] += (w * d[row * c + k]).abs() as f64;
+                    }
+                }
+            }
+            let mut runs = Vec::new();
+            for (i, dv) in devs.iter().chain([dev]).enumerate() {
+                let mut fused = start.clone();
+                let mut loss = vec![0f32; 2];
+                let work = (&mut vec![0f32; rows * c], &mut vec![0f32; rows * c]);
+                dv.operator_loss_step(
+                    kind, &op, &x, &gt, 0.5, work, &mut fused, &mut loss, 1, false,
+                )
+                .unwrap();
+                assert!(
+                    (loss[1] - l_two[1]).abs() <= 1e-6 * l_two[1].abs(),
+                    "{what}: loss {} vs {}",
+                    loss[1],
+                    l_two[1]
+                );
+                for (j, (a, b)) in fused.iter().zip(&two).enumerate() {
+                    let tol = 64.0 * U32 * (scale[j] + start[j].abs() as f64) + 1e-30;
+                    assert!(
+                        ((*a - *b) as f64).abs() <= tol,
+                        "{what} run {i}: d_x[{j}] fused {a} vs two-pass {b} (tol {tol:e})"
+                    );
+                }
+                runs.push((fused, loss));
+            }
+            for (i, r) in runs.iter().enumerate().skip(1) {
+                assert!(
+                    r.0.iter()
+                        .zip(&runs[0].0)
+                        .all(|(a, b)| a.to_bits() == b.to_bits())
+                        && r.1[1].to_bits() == runs[0].1[1].to_bits(),
+                    "{what}: run {i} (1 or 2 workers, repeated) is not bitwise equal"
+                );
+            }
         }
     }
 }

@@ -7,6 +7,8 @@ use anyhow::Result;
 use lsplat_core::Config;
 use lsplat_data::SceneData;
 use lsplat_device::Backend;
+use lsplat_engine::components::{Cache, GroundTruth};
+use lsplat_engine::resources::Dev;
 use lsplat_engine::timing::{PhaseTimes, PhaseTimingPlugin};
 use lsplat_engine::{Session, TrainSystems};
 use lsplat_render::{BackendVisitor, Device};
@@ -18,7 +20,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let mut cfg = scene::config(&args.scene)?;
     // The bench runs as long as it is told, whatever the scene's iteration count.
     cfg.train.iterations = u32::MAX;
-    let (data, _) = scene::load(&cfg)?;
+    if cfg.train.solver != lsplat_core::config::SolverKind::Adam {
+        anyhow::bail!(
+            "bench times training steps; `train.solver = {}` solves once (time it with `solve`)",
+            cfg.train.solver.name()
+        );
+    }
+    let data = scene::load(&cfg)?.data;
     let dev = Device::open(&cfg.device, &cfg.simt)?;
     dev.visit(BenchJob { cfg, data, args })
 }
@@ -43,6 +51,33 @@ fn phase_name(p: TrainSystems) -> &'static str {
     }
 }
 
+/// Bytes a warm operator step must read at least: per batch camera, one pass over its
+/// operator (mean over the cached cameras) and its valid pixels' mask rows; and the
+/// optimiser's reads of parameters, gradients and both moments (`4·N·C·4`). `None`
+/// unless every camera holds an operator.
+fn floor_bytes<B: Backend>(
+    session: &mut Session<B>,
+    batch: usize,
+    gaussians: usize,
+    channels: usize,
+) -> Option<u64> {
+    let world = &mut session.engine.world;
+    let mut q = world.query::<(&Cache<B>, Option<&GroundTruth<B>>)>();
+    let dev = &world.resource::<Dev<B>>().0;
+    let (mut op_bytes, mut gt_bytes, mut cams) = (0u64, 0u64, 0u64);
+    for (c, gt) in q.iter(world) {
+        let stats = c.cache.operator_stats(dev)?;
+        op_bytes += stats.pass_bytes as u64;
+        gt_bytes += 4 * gt.map_or(0, |g| g.0.pixels.len) as u64;
+        cams += 1;
+    }
+    if cams == 0 {
+        return None;
+    }
+    let per_camera = (op_bytes + gt_bytes) as f64 / cams as f64;
+    Some((batch as f64 * per_camera) as u64 + 16 * (gaussians * channels) as u64)
+}
+
 impl BackendVisitor for BenchJob {
     type Output = Result<()>;
 
@@ -53,6 +88,9 @@ impl BackendVisitor for BenchJob {
         let gaussians = data.gaussians.len();
         let valid: usize = data.labels.iter().map(|l| l.valid.len()).sum();
         let pixels: usize = data.cameras.iter().map(|c| c.pixel_count()).sum();
+        let channels = data.dim();
+        // The memory's read bandwidth, measured before anything else runs.
+        let read_bw = dev.read_bandwidth();
         let mut session = Session::new(dev, &cfg, data)?;
         session
             .engine
@@ -72,6 +110,17 @@ impl BackendVisitor for BenchJob {
         let secs = t0.elapsed().as_secs_f64();
         let times = session.engine.world.resource::<PhaseTimes>().clone();
         let stats = session.cache_stats();
+        let floor = floor_bytes::<B>(
+            &mut session,
+            cfg.train.batch_size as usize,
+            gaussians,
+            channels,
+        );
+        let ms_per_step = 1e3 * secs / args.iters.max(1) as f64;
+        let floor_ms = match (floor, read_bw) {
+            (Some(bytes), Some(bw)) => Some(bytes as f64 / bw * 1e3),
+            _ => None,
+        };
         let it_per_s = args.iters as f64 / secs.max(1e-12);
         let phases: serde_json::Map<String, serde_json::Value> = times
             .ms_per_step()
@@ -90,7 +139,12 @@ impl BackendVisitor for BenchJob {
             "tile_size": cfg.render.tile_size,
             "iters": args.iters,
             "it_per_s": (it_per_s * 100.0).round() / 100.0,
-            "ms_per_step": 1e3 / it_per_s,
+            "ms_per_step": ms_per_step,
+            "read_gb_per_s": read_bw.map(|b| (b / 1e7).round() / 100.0),
+            "floor_bytes": floor,
+            "floor_ms": floor_ms,
+            "floor_ratio": floor_ms.map(|f| ms_per_step / f),
+            "fused": cfg.render.fused,
             "ms": phases,
             "cache_bytes": stats.bytes,
             "cached_operators": stats.operators,
@@ -115,6 +169,14 @@ impl BackendVisitor for BenchJob {
             );
             for (p, ms) in times.ms_per_step() {
                 println!("  {:<10} {ms:9.4} ms", phase_name(p));
+            }
+            if let (Some(f), Some(bw)) = (floor_ms, read_bw) {
+                println!(
+                    "  floor {f:.3} ms ({:.1} MB compulsory reads at {:.1} GB/s): {:.2}x the floor",
+                    floor.unwrap_or(0) as f64 / 1e6,
+                    bw / 1e9,
+                    ms_per_step / f
+                );
             }
             println!(
                 "  cache {:?}: {:.1} MB, {} operators, nnz {} ({:.1} per valid pixel)",

@@ -38,6 +38,9 @@ struct Cli {
 enum Command {
     /// Train per-Gaussian features (the embedded demo when no --scene is given).
     Train(TrainArgs),
+    /// Solve per-Gaussian features without training: the weighted average of the valid
+    /// pixels' features (`average`) or least squares (`lsq`), several levels at once.
+    Solve(SolveArgs),
     /// Time training steps after a warm-up and report iterations/s and ms per phase.
     Bench(BenchArgs),
     /// List the backends compiled in and the devices found.
@@ -104,6 +107,35 @@ pub struct TrainArgs {
     pub resume: Option<PathBuf>,
 }
 
+/// How `solve` fits the features.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Method {
+    /// Each Gaussian's α·T-weighted mean of the valid pixels' features (one pass).
+    Average,
+    /// Least squares by conjugate gradient, warm-started from `average`.
+    Lsq,
+}
+
+/// `solve` options.
+#[derive(Args, Debug)]
+pub struct SolveArgs {
+    #[command(flatten)]
+    pub scene: SceneArgs,
+    /// The solver (sets `train.solver`).
+    #[arg(long, value_enum, default_value = "lsq")]
+    pub method: Method,
+    /// Levels to solve together, e.g. `1,2,3` (sets `solve.levels`; default
+    /// `scene.level`). Several levels write `level_<l>/` folders.
+    #[arg(long, value_delimiter = ',')]
+    pub levels: Option<Vec<u8>>,
+    /// Run directory (default `runs/<UTC timestamp>`, with `-2`, `-3`, … when taken).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Overwrite the finished (or abandoned unfinished) run in --out.
+    #[arg(long, requires = "out")]
+    pub force: bool,
+}
+
 /// `bench` options.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -140,6 +172,23 @@ fn import_langsplat(source: &std::path::Path, out: &std::path::Path) -> anyhow::
     Ok(())
 }
 
+fn solve(args: SolveArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let mut cfg = scene::config(&args.scene)?;
+    let method = match args.method {
+        Method::Average => "average",
+        Method::Lsq => "lsq",
+    };
+    cfg.set(&format!("train.solver={method}"))
+        .context("--method")?;
+    if let Some(levels) = &args.levels {
+        let list: Vec<String> = levels.iter().map(|l| l.to_string()).collect();
+        cfg.set(&format!("solve.levels=[{}]", list.join(",")))
+            .context("--levels")?;
+    }
+    train::run_fresh(cfg, args.out, args.force)
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -151,6 +200,7 @@ fn main() -> std::process::ExitCode {
         .init();
     let result = match cli.command {
         Command::Train(a) => train::run(a),
+        Command::Solve(a) => solve(a),
         Command::Bench(a) => bench::run(a),
         Command::Info => info::run(),
         Command::Import(ImportCommand::Langsplat { source, out }) => {

@@ -2,15 +2,15 @@
 //! directory itself — lock, checkpoints, metrics file, finished marker — is
 //! `lsplat_data::run`.)
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use lsplat_data::io::write_npy_f32;
-use lsplat_data::run::RunDir;
-use lsplat_engine::EvalReport;
+use lsplat_data::io::{write_bytes_atomic, write_npy_f32};
+use lsplat_engine::Quality;
+use lsplat_engine::resources::FitReport;
 
 /// Default run name: the UTC time, `YYYYMMDD-HHMMSS` (made unique by
-/// [`RunDir::create_unique`]).
+/// [`lsplat_data::run::RunDir::create_unique`]).
 pub fn default_name() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -84,9 +84,15 @@ pub struct Outputs<'a> {
     pub channels: usize,
     /// `(step, loss)` of every step of the run (all sessions of it).
     pub losses: &'a [(u64, f32)],
-    /// Final evaluation (when `log.eval`).
-    pub eval: Option<EvalReport>,
-    /// Wall seconds of this session's training loop.
+    /// Final evaluation on the fitted and held-out cameras (when `log.eval`).
+    pub quality: Option<Quality>,
+    /// `eval.holdout`.
+    pub holdout: u32,
+    /// How the features were fitted (`adam`, `average`, `lsq`).
+    pub solver: &'static str,
+    /// The solver's report (solvers only).
+    pub fit: Option<&'a FitReport>,
+    /// Wall seconds of this session's training loop (or of the solver).
     pub seconds: f64,
     /// Steps this session ran.
     pub session_steps: u64,
@@ -98,26 +104,37 @@ pub struct Outputs<'a> {
     pub ply: Option<&'a lsplat_data::ply::SplatPly>,
 }
 
-/// Writes `features.npy`, `features.parquet`, `splats.ply` (file scenes), then
-/// `summary.json` last (the finished marker), each atomically. Returns the summary.
-pub fn write_outputs(run: &RunDir, o: &Outputs<'_>) -> Result<serde_json::Value> {
+/// Writes `features.npy`, `features.parquet` and `splats.ply` (file scenes) into
+/// `dir`, each atomically, and returns the summary (the caller writes it last: in the
+/// run directory it marks the run finished). The features are what the renderer
+/// composites (the Parquet metadata and the PLY header say so).
+pub fn write_outputs(dir: &Path, o: &Outputs<'_>) -> Result<serde_json::Value> {
     let n = o.features.len() / o.channels.max(1);
-    write_npy_f32(&run.join("features.npy"), &[n, o.channels], o.features)?;
+    let note = lsplat_data::output::FEATURES_NOTE;
+    write_npy_f32(&dir.join("features.npy"), &[n, o.channels], o.features)?;
     lsplat_data::output::write_gaussian_features(
-        &run.join("features.parquet"),
+        &dir.join("features.parquet"),
         o.features,
         o.channels,
+        &[("lsplat.features", note), ("lsplat.solver", o.solver)],
     )?;
     if let Some(ply) = o.ply {
+        let solver = format!("lsplat solver: {}", o.solver);
+        let comments = [&format!("lsplat f_lang_*: {note}")[..], &solver[..]];
         lsplat_data::output::write_splats_with_features(
-            &run.join("splats.ply"),
+            &dir.join("splats.ply"),
             ply,
             o.features,
             o.channels,
+            &comments,
         )?;
     }
     let windows = loss_windows(o.losses);
-    let summary = serde_json::json!({
+    let fitted = o.quality.map(|q| q.fitted);
+    let held = o.quality.and_then(|q| q.held_out);
+    let mut summary = serde_json::json!({
+        "solver": o.solver,
+        "features": note,
         "steps": o.steps,
         "session_steps": o.session_steps,
         "seconds": o.seconds,
@@ -127,16 +144,49 @@ pub fn write_outputs(run: &RunDir, o: &Outputs<'_>) -> Result<serde_json::Value>
         "loss_first_window": windows.map(|w| w.0.to_json()),
         "loss_last_window": windows.map(|w| w.1.to_json()),
         "loss_ratio": windows.map(|(a, b)| a.mean / b.mean),
-        "eval_mean_cosine": o.eval.map(|e| e.mean_cosine),
-        "eval_mean_l1": o.eval.map(|e| e.mean_l1),
-        "eval_pixels": o.eval.map(|e| e.pixels),
+        "level": o.quality.map(|q| q.level),
+        "eval_holdout": o.holdout,
+        "eval_mean_cosine": fitted.map(|e| e.mean_cosine),
+        "eval_mean_l1": fitted.map(|e| e.mean_l1),
+        "eval_pixels": fitted.map(|e| e.pixels),
+        "eval_cameras": fitted.map(|e| e.cameras),
+        "heldout_mean_cosine": held.map(|e| e.mean_cosine),
+        "heldout_mean_l1": held.map(|e| e.mean_l1),
+        "heldout_pixels": held.map(|e| e.pixels),
+        "heldout_cameras": held.map(|e| e.cameras),
         "gaussians": n,
         "channels": o.channels,
         "backend": o.backend,
         "peak_rss_bytes": lsplat_engine::systems::checkpoint::peak_resident_bytes(),
     });
-    run.finish(serde_json::to_string_pretty(&summary)?.as_bytes())?;
+    if let Some(f) = o.fit {
+        let level = o
+            .quality
+            .and_then(|q| f.levels.iter().position(|&l| l == q.level))
+            .unwrap_or(0);
+        summary["fit_seconds"] = f.seconds.into();
+        summary["levels_solved_together"] = f.levels.clone().into();
+        summary["unweighted_gaussians"] = f.unweighted.get(level).copied().into();
+        if !f.residuals.is_empty() {
+            let history: Vec<f64> = f.residuals.iter().map(|r| r[level]).collect();
+            summary["lsq_iterations"] = f.iterations.into();
+            summary["lsq_converged"] = f.converged.into();
+            summary["lsq_relative_residuals"] = history.into();
+            summary["cached_operators"] = f.cached.into();
+            summary["streamed_operators"] = f.streamed.into();
+        }
+    }
     Ok(summary)
+}
+
+/// Writes `summary` as `dir/summary.json`, atomically (per-level folders; the run
+/// directory's own goes through [`lsplat_data::run::RunDir::finish`]).
+pub fn write_json(dir: &Path, summary: &serde_json::Value) -> Result<()> {
+    write_bytes_atomic(
+        &dir.join("summary.json"),
+        serde_json::to_string_pretty(summary)?.as_bytes(),
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -26,13 +26,38 @@ pub fn config(args: &SceneArgs) -> Result<Config> {
     Ok(cfg)
 }
 
-/// Loads (or generates) the scene the configuration names; for file scenes also
-/// returns the input PLY (written back with the learned features).
-pub fn load(cfg: &Config) -> Result<(SceneData, Option<lsplat_data::ply::SplatPly>)> {
+/// A loaded scene: the data of the first level, the labels of the further levels a
+/// solver fits (`solve.levels`), and for file scenes the input PLY (written back with
+/// the learned features).
+pub struct Loaded {
+    /// Gaussians, cameras, labels of the first level.
+    pub data: SceneData,
+    /// Labels of the other levels, `[level][camera]`.
+    pub more_levels: Vec<Vec<lsplat_data::ImageLabels>>,
+    /// The input PLY (file scenes).
+    pub ply: Option<lsplat_data::ply::SplatPly>,
+}
+
+/// Loads (or generates) the scene the configuration names, with every level of
+/// `solve.levels` (each file is read once).
+pub fn load(cfg: &Config) -> Result<Loaded> {
+    let levels = cfg.solve.levels_or(cfg.scene.level);
     if cfg.scene.is_demo() {
-        let demo = lsplat_data::demo::generate(&cfg.demo, cfg.scene.level)?;
-        return Ok((demo.scene, None));
+        let demo = lsplat_data::demo::generate(&cfg.demo, levels[0])?;
+        let more_levels = levels[1..]
+            .iter()
+            .map(|&l| demo.labels(l))
+            .collect::<Result<_, _>>()?;
+        return Ok(Loaded {
+            data: demo.scene,
+            more_levels,
+            ply: None,
+        });
     }
-    let loaded = lsplat_data::scene::load_scene(&cfg.scene)?;
-    Ok((loaded.data, Some(loaded.ply)))
+    let loaded = lsplat_data::scene::load_scene_levels(&cfg.scene, &levels)?;
+    Ok(Loaded {
+        data: loaded.data,
+        more_levels: loaded.more_levels,
+        ply: Some(loaded.ply),
+    })
 }

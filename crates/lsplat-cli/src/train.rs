@@ -1,19 +1,21 @@
-//! `lsplat-engine train`: a new run, or `--resume` of one from its newest checkpoint.
+//! `lsplat-engine train`: a new run, or `--resume` of one from its newest checkpoint;
+//! `lsplat-engine solve`: a new run fitted by a solver plugin instead of steps.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use lsplat_core::Config;
-use lsplat_data::SceneData;
-use lsplat_data::ply::SplatPly;
+use lsplat_core::config::SolverKind;
 use lsplat_data::run::{self, Checkpoint, MetricsLog, RunDir};
 use lsplat_device::Backend;
+use lsplat_engine::resources::FitReport;
 use lsplat_engine::systems::checkpoint::{CheckpointTarget, resident_bytes};
-use lsplat_engine::{CheckpointPlugin, EngineError, MetricsFilePlugin, Session};
+use lsplat_engine::{CheckpointPlugin, EngineError, MetricsFilePlugin, Quality, Session};
 use lsplat_render::{BackendVisitor, Device};
 use tracing::info;
 
+use crate::scene::Loaded;
 use crate::{TrainArgs, progress, run as outputs, scene};
 
 /// Where the run starts.
@@ -36,11 +38,31 @@ pub fn run(args: TrainArgs) -> Result<()> {
             },
         ),
     };
-    let (data, ply) = scene::load(&cfg)?;
+    start_job(cfg, start)
+}
+
+/// Runs `solve` (or `train` with `train.solver` set to a solver): a new run
+/// directory, fitted once.
+pub fn run_fresh(cfg: Config, out: Option<PathBuf>, force: bool) -> Result<()> {
+    start_job(cfg, Start::Fresh { out, force })
+}
+
+fn start_job(mut cfg: Config, start: Start) -> Result<()> {
+    if cfg.train.solver != SolverKind::Adam && cfg.train.normalize {
+        // A solver fits the composited feature itself; record that renders of its
+        // output must not normalise it.
+        cfg.train.normalize = false;
+        info!(
+            solver = cfg.train.solver.name(),
+            "train.normalize = false: the solved features are composited as they are"
+        );
+    }
+    let loaded = scene::load(&cfg)?;
     info!(
-        gaussians = data.gaussians.len(),
-        cameras = data.cameras.len(),
-        channels = data.dim(),
+        gaussians = loaded.data.gaussians.len(),
+        cameras = loaded.data.cameras.len(),
+        channels = loaded.data.dim(),
+        levels = 1 + loaded.more_levels.len(),
         rss_mb = resident_bytes().map_or(0, |b| b >> 20),
         "scene loaded{}",
         if cfg.scene.is_demo() {
@@ -50,12 +72,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
         }
     );
     let dev = Device::open(&cfg.device, &cfg.simt)?;
-    dev.visit(TrainJob {
-        cfg,
-        data,
-        ply,
-        start,
-    })
+    dev.visit(TrainJob { cfg, loaded, start })
 }
 
 /// Locks the run directory, reads its newest checkpoint and the configuration stored
@@ -105,8 +122,7 @@ fn resume_config(dir: &Path, sets: &[String]) -> Result<(Config, Start)> {
 
 struct TrainJob {
     cfg: Config,
-    data: SceneData,
-    ply: Option<SplatPly>,
+    loaded: Loaded,
     start: Start,
 }
 
@@ -114,12 +130,12 @@ impl BackendVisitor for TrainJob {
     type Output = Result<()>;
 
     fn visit<B: Backend>(self, dev: B) -> Result<()> {
-        let TrainJob {
-            cfg,
+        let TrainJob { cfg, loaded, start } = self;
+        let Loaded {
             data,
+            more_levels,
             ply,
-            start,
-        } = self;
+        } = loaded;
         let backend = dev.describe();
         let (run, ckpt) = match start {
             Start::Fresh { out, force } => {
@@ -134,129 +150,272 @@ impl BackendVisitor for TrainJob {
             Start::Resume { run, ckpt } => (run, Some(ckpt)),
         };
         run.write_config(&cfg.to_toml())?;
-        let metrics_path = run.join(run::METRICS_FILE);
-        let mut session = Session::new(dev, &cfg, data)?;
-        let (log, mut losses) = match &ckpt {
-            Some(c) => {
-                let log = MetricsLog::resume(&metrics_path, c.step)?;
-                (log, run::read_losses(&metrics_path)?)
+        let mut session = Session::with_levels(dev, &cfg, data, more_levels)?;
+        let solver = cfg.train.solver;
+        let fitted = if solver == SolverKind::Adam {
+            train_steps(&mut session, &cfg, &run, ckpt.as_deref(), &backend)?
+        } else {
+            info!(
+                backend = %backend,
+                out = %run.path().display(),
+                solver = solver.name(),
+                holdout = cfg.eval.holdout,
+                rss_mb = resident_bytes().map_or(0, |b| b >> 20),
+                "solving"
+            );
+            let t0 = Instant::now();
+            let report = session.fit()?;
+            Fitted {
+                losses: Vec::new(),
+                seconds: t0.elapsed().as_secs_f64(),
+                start: 0,
+                steps: 0,
+                fit: Some(report),
             }
-            None => (MetricsLog::create(&metrics_path)?, Vec::new()),
         };
-        session
-            .engine
-            .add_plugin(MetricsFilePlugin::<B>::new(log))
-            .add_plugin(CheckpointPlugin::<B>::new(
-                cfg.log.checkpoint_every as u64,
-                CheckpointTarget {
-                    run_dir: run.path().to_path_buf(),
-                    keep: cfg.log.checkpoint_keep as usize,
-                    config: cfg.to_toml(),
-                    backend: backend.clone(),
-                },
-            ));
-        session.engine.initialize()?;
-        if let Some(c) = &ckpt {
-            session.restore(c)?;
-            run.unfinish()?;
-        }
-        let start = session.steps_done();
-        info!(
-            backend = %backend,
-            out = %run.path().display(),
-            cache = ?cfg.render.cache,
-            from_step = start,
-            rss_mb = resident_bytes().map_or(0, |b| b >> 20),
-            "training"
-        );
-        let iters = cfg.train.iterations as u64;
-        let bar = progress::bar(iters, "steps");
-        bar.set_position(start);
-        bar.reset_eta();
-        if !cfg.log.progress {
-            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-        }
-        let t0 = Instant::now();
-        for _ in start..iters {
-            if let Err(e) = session.step() {
-                bar.abandon();
-                return Err(diverged_context(e, &run));
-            }
-            bar.inc(1);
-            let fresh = session.drain_records();
-            if !fresh.is_empty() {
-                let mean = fresh.iter().map(|r| r.loss as f64).sum::<f64>() / fresh.len() as f64;
-                bar.set_message(format!(
-                    "loss {mean:.6} (mean of steps {}–{})",
-                    fresh[0].step,
-                    fresh[fresh.len() - 1].step
-                ));
-                losses.extend(fresh.iter().map(|r| (r.step, r.loss)));
-            }
-            session.drain_cache_reports();
-        }
-        let seconds = t0.elapsed().as_secs_f64();
-        bar.finish_and_clear();
-        let eval = if cfg.log.eval {
-            Some(session.evaluate()?)
+        let t_eval = Instant::now();
+        let quality = if cfg.log.eval {
+            Some(session.quality()?)
         } else {
             None
         };
+        let eval_seconds = t_eval.elapsed().as_secs_f64();
         let features = session.features()?;
         let stats = session.cache_stats();
-        let session_steps = iters - start;
-        outputs::write_outputs(
-            &run,
-            &outputs::Outputs {
-                features: &features,
-                channels: session.channels(),
-                losses: &losses,
-                eval,
-                seconds,
-                session_steps,
-                steps: iters,
+        let levels = session.levels().to_vec();
+        let c = session.channels();
+        let width = c * levels.len();
+        let mut summaries = Vec::with_capacity(levels.len());
+        for (l, &level) in levels.iter().enumerate() {
+            let feats: Vec<f32> = features
+                .chunks_exact(width)
+                .flat_map(|r| r[l * c..(l + 1) * c].iter().copied())
+                .collect();
+            let o = outputs::Outputs {
+                features: &feats,
+                channels: c,
+                losses: &fitted.losses,
+                quality: quality.as_ref().map(|q| q[l]),
+                holdout: cfg.eval.holdout,
+                solver: solver.name(),
+                fit: fitted.fit.as_ref(),
+                seconds: fitted.seconds,
+                session_steps: fitted.steps - fitted.start,
+                steps: fitted.steps,
                 backend: backend.clone(),
                 ply: ply.as_ref(),
-            },
-        )?;
-        if start > 0 {
+            };
+            let dir = if levels.len() == 1 {
+                run.path().to_path_buf()
+            } else {
+                let dir = run.join(&format!("level_{level}"));
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+                dir
+            };
+            summaries.push((level, outputs::write_outputs(&dir, &o)?));
+        }
+        // summary.json in the run directory is written last: it marks the run finished.
+        let summary = match &summaries[..] {
+            [(_, one)] => one.clone(),
+            many => {
+                let mut all = serde_json::Map::new();
+                for (level, s) in many {
+                    outputs::write_json(&run.join(&format!("level_{level}")), s)?;
+                    all.insert(format!("level_{level}"), s.clone());
+                }
+                serde_json::json!({ "solver": solver.name(), "levels": levels, "per_level": all })
+            }
+        };
+        run.finish(serde_json::to_string_pretty(&summary)?.as_bytes())?;
+        print_summary(&cfg, &backend, &fitted, quality.as_deref(), eval_seconds);
+        if solver == SolverKind::Adam {
             println!(
-                "resumed after step {start}: trained steps {start}–{} in {seconds:.2} s on {backend}",
-                iters - 1
-            );
-        } else {
-            println!(
-                "trained {iters} steps in {seconds:.2} s ({:.0} it/s) on {backend}",
-                session_steps as f64 / seconds.max(1e-9)
+                "cache: {} hits, {} misses, {} evictions, {:.1} MB held",
+                stats.hits,
+                stats.misses,
+                stats.evictions,
+                stats.bytes as f64 / 1e6
             );
         }
-        if let Some((a, b)) = outputs::loss_windows(&losses) {
-            println!(
-                "loss: mean {:.6} over steps {}–{} -> mean {:.6} over steps {}–{} ({:.1}x lower)",
-                a.mean,
-                a.first_step,
-                a.last_step,
-                b.mean,
-                b.first_step,
-                b.last_step,
-                a.mean / b.mean
-            );
-        }
-        if let Some(eval) = eval {
-            println!(
-                "recovered-feature similarity: mean cosine {:.4} over {} valid pixels (all cameras; masked L1 {:.6})",
-                eval.mean_cosine, eval.pixels, eval.mean_l1
-            );
-        }
-        println!(
-            "cache: {} hits, {} misses, {} evictions, {:.1} MB held",
-            stats.hits,
-            stats.misses,
-            stats.evictions,
-            stats.bytes as f64 / 1e6
-        );
         println!("run directory: {}", run.path().display());
         Ok(())
+    }
+}
+
+/// What the fitting produced, besides the features.
+struct Fitted {
+    /// `(step, loss)` of every step of the run (all sessions of it).
+    losses: Vec<(u64, f32)>,
+    /// Wall seconds of this session's loop (or of the solver).
+    seconds: f64,
+    /// First step of this session.
+    start: u64,
+    /// Steps of the whole run.
+    steps: u64,
+    /// The solver's report (solvers only).
+    fit: Option<FitReport>,
+}
+
+/// The Adam loop: metrics file and checkpoint plugins, the resumed state, a progress
+/// bar.
+fn train_steps<B: Backend>(
+    session: &mut Session<B>,
+    cfg: &Config,
+    run: &RunDir,
+    ckpt: Option<&Checkpoint>,
+    backend: &str,
+) -> Result<Fitted> {
+    let metrics_path = run.join(run::METRICS_FILE);
+    let (log, mut losses) = match ckpt {
+        Some(c) => {
+            let log = MetricsLog::resume(&metrics_path, c.step)?;
+            (log, run::read_losses(&metrics_path)?)
+        }
+        None => (MetricsLog::create(&metrics_path)?, Vec::new()),
+    };
+    session
+        .engine
+        .add_plugin(MetricsFilePlugin::<B>::new(log))
+        .add_plugin(CheckpointPlugin::<B>::new(
+            cfg.log.checkpoint_every as u64,
+            CheckpointTarget {
+                run_dir: run.path().to_path_buf(),
+                keep: cfg.log.checkpoint_keep as usize,
+                config: cfg.to_toml(),
+                backend: backend.to_string(),
+            },
+        ));
+    session.engine.initialize()?;
+    if let Some(c) = ckpt {
+        session.restore(c)?;
+        run.unfinish()?;
+    }
+    let start = session.steps_done();
+    info!(
+        backend = %backend,
+        out = %run.path().display(),
+        cache = ?cfg.render.cache,
+        holdout = cfg.eval.holdout,
+        from_step = start,
+        rss_mb = resident_bytes().map_or(0, |b| b >> 20),
+        "training"
+    );
+    let iters = cfg.train.iterations as u64;
+    let bar = progress::bar(iters, "steps");
+    bar.set_position(start);
+    bar.reset_eta();
+    if !cfg.log.progress {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let t0 = Instant::now();
+    for _ in start..iters {
+        if let Err(e) = session.step() {
+            bar.abandon();
+            return Err(diverged_context(e, run));
+        }
+        bar.inc(1);
+        let fresh = session.drain_records();
+        if !fresh.is_empty() {
+            let mean = fresh.iter().map(|r| r.loss as f64).sum::<f64>() / fresh.len() as f64;
+            bar.set_message(format!(
+                "loss {mean:.6} (mean of steps {}–{})",
+                fresh[0].step,
+                fresh[fresh.len() - 1].step
+            ));
+            losses.extend(fresh.iter().map(|r| (r.step, r.loss)));
+        }
+        session.drain_cache_reports();
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    Ok(Fitted {
+        losses,
+        seconds,
+        start,
+        steps: iters,
+        fit: None,
+    })
+}
+
+fn print_summary(
+    cfg: &Config,
+    backend: &str,
+    f: &Fitted,
+    quality: Option<&[Quality]>,
+    eval_seconds: f64,
+) {
+    match &f.fit {
+        None => {
+            let (start, iters, seconds) = (f.start, f.steps, f.seconds);
+            if start > 0 {
+                println!(
+                    "resumed after step {start}: trained steps {start}–{} in {seconds:.2} s on {backend}",
+                    iters - 1
+                );
+            } else {
+                println!(
+                    "trained {iters} steps in {seconds:.2} s ({:.0} it/s) on {backend}",
+                    (iters - start) as f64 / seconds.max(1e-9)
+                );
+            }
+            if let Some((a, b)) = outputs::loss_windows(&f.losses) {
+                println!(
+                    "loss: mean {:.6} over steps {}–{} -> mean {:.6} over steps {}–{} ({:.1}x lower)",
+                    a.mean,
+                    a.first_step,
+                    a.last_step,
+                    b.mean,
+                    b.first_step,
+                    b.last_step,
+                    a.mean / b.mean
+                );
+            }
+        }
+        Some(r) => {
+            println!(
+                "solved {} level(s) {:?} by `{}` in {:.2} s on {backend}",
+                r.levels.len(),
+                r.levels,
+                r.kind.name(),
+                f.seconds
+            );
+            if !r.residuals.is_empty() {
+                let last = r.residuals.last().map(|v| v.as_slice()).unwrap_or(&[]);
+                println!(
+                    "lsq: {} iterations, relative residual {:?} ({}; tol {:e}), {} operators cached, {} streamed",
+                    r.iterations,
+                    last.iter().map(|v| format!("{v:.2e}")).collect::<Vec<_>>(),
+                    if r.converged {
+                        "converged"
+                    } else {
+                        "not converged"
+                    },
+                    cfg.solve.tol,
+                    r.cached,
+                    r.streamed
+                );
+            }
+            println!(
+                "Gaussians with no weight (zero features), per level: {:?}",
+                r.unweighted
+            );
+        }
+    }
+    for q in quality.unwrap_or(&[]) {
+        let line = |what: &str, e: &lsplat_engine::EvalReport| {
+            println!(
+                "level {}: recovered-feature similarity on {what} cameras ({}): mean cosine {:.4}, masked L1 {:.6} over {} valid pixels",
+                q.level, e.cameras, e.mean_cosine, e.mean_l1, e.pixels
+            )
+        };
+        line("fitted", &q.fitted);
+        if let Some(h) = &q.held_out {
+            line("held-out", h);
+        }
+    }
+    if quality.is_some() {
+        println!("evaluation took {eval_seconds:.2} s");
     }
 }
 

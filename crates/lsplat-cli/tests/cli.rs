@@ -158,6 +158,69 @@ fn bench_prints_one_json_line() {
 }
 
 #[test]
+fn solve_writes_every_level_with_held_out_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = bin()
+        .args([
+            "solve",
+            "--method",
+            "lsq",
+            "--levels",
+            "1,3",
+            "--set",
+            "demo.cameras=8",
+            "--set",
+            "eval.holdout=4",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("held-out cameras (2)"), "{stdout}");
+    let cfg = std::fs::read_to_string(out.join("config.toml")).unwrap();
+    assert!(
+        cfg.contains("solver = \"lsq\"") && cfg.contains("normalize = false"),
+        "a later render of the solution composites it as stored: {cfg}"
+    );
+    for level in [1, 3] {
+        let d = out.join(format!("level_{level}"));
+        for f in ["features.npy", "features.parquet", "summary.json"] {
+            assert!(d.join(f).is_file(), "level {level}: {f} missing");
+        }
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(summary["solver"], "lsq");
+        assert_eq!(summary["level"], level);
+        assert_eq!(summary["eval_cameras"], 6);
+        assert_eq!(summary["heldout_cameras"], 2);
+        assert!(summary["heldout_mean_cosine"].as_f64().unwrap() > 0.5);
+        assert!(summary["lsq_converged"].as_bool().unwrap());
+        assert!(summary["unweighted_gaussians"].is_number());
+    }
+    // Settings that make no sense are errors.
+    let o = bin()
+        .args(["solve", "--method", "average", "--levels", "1,4"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("solve.levels"));
+    let o = bin()
+        .args(["train", "--set", "solve.levels=[1,2]"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("several levels"));
+}
+
+#[test]
 fn help_documents_every_option() {
     let o = bin().args(["train", "--help"]).output().unwrap();
     let h = String::from_utf8_lossy(&o.stdout);
@@ -167,6 +230,11 @@ fn help_documents_every_option() {
     let o = bin().args(["bench", "--help"]).output().unwrap();
     let h = String::from_utf8_lossy(&o.stdout);
     for opt in ["--iters", "--warmup", "--json", "--set"] {
+        assert!(h.contains(opt), "{opt} undocumented: {h}");
+    }
+    let o = bin().args(["solve", "--help"]).output().unwrap();
+    let h = String::from_utf8_lossy(&o.stdout);
+    for opt in ["--method", "--levels", "--scene", "--set", "--out"] {
         assert!(h.contains(opt), "{opt} undocumented: {h}");
     }
 }

@@ -27,6 +27,10 @@ pub struct Config {
     pub simt: SimtConfig,
     /// Logging and metrics.
     pub log: LogConfig,
+    /// The closed-form and least-squares solvers (`train.solver = average | lsq`).
+    pub solve: SolveConfig,
+    /// Held-out evaluation.
+    pub eval: EvalConfig,
 }
 
 /// Scene inputs. Relative paths resolve against the scene file's folder.
@@ -122,6 +126,12 @@ pub struct TrainConfig {
     /// steps on the biker scene lower the loss 1.07×, 0.01 lowers it 3.9×;
     /// docs/PERFORMANCE.md). `--set train.init_std=0` reproduces LangSplat.
     pub init_std: f32,
+    /// How the features are fitted: `adam` (gradient training, LangSplat's schedule),
+    /// `average` (closed form: each Gaussian's weighted mean of the valid pixels'
+    /// features, one pass) or `lsq` (least squares by conjugate gradient, warm-started
+    /// from `average`). The solvers fit the composited feature itself, so a solved run
+    /// records `normalize = false`; see the `[solve]` section.
+    pub solver: SolverKind,
 }
 
 impl Default for TrainConfig {
@@ -137,7 +147,104 @@ impl Default for TrainConfig {
             loss: LossKind::MaskedL1,
             normalize: true,
             init_std: 0.01,
+            solver: SolverKind::Adam,
         }
+    }
+}
+
+/// How features are fitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SolverKind {
+    /// Adam on the configured loss for `train.iterations` steps.
+    Adam,
+    /// Weighted average of the valid pixels' features (LUDVIG's rule), one pass.
+    Average,
+    /// Regularised least squares by preconditioned conjugate gradient.
+    Lsq,
+}
+
+impl SolverKind {
+    /// The name used in configs and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            SolverKind::Adam => "adam",
+            SolverKind::Average => "average",
+            SolverKind::Lsq => "lsq",
+        }
+    }
+}
+
+/// The closed-form (`average`) and least-squares (`lsq`) solvers.
+///
+/// `lsq` minimises Σ_cameras ‖M(W·x − f)‖² + λ‖x − x_avg‖² for each level, where W is a
+/// fitted camera's operator, M its valid-pixel mask, f the target features and x_avg
+/// the `average` solution.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SolveConfig {
+    /// Levels solved together (each its own system, all in the same passes over the
+    /// cameras); empty = `scene.level` alone.
+    pub levels: Vec<u8>,
+    /// `lsq`: stop when every level's relative residual ‖b − A·x‖/‖b‖ is at most this.
+    pub tol: f64,
+    /// `lsq`: most conjugate-gradient iterations.
+    pub max_iters: u32,
+    /// `lsq`: weight λ of the pull towards the `average` solution. It makes the system
+    /// positive definite (Gaussians no fitted pixel sees keep x_avg = 0) and damps
+    /// directions the cameras barely constrain. Weights are α·T ≤ 1, so a Gaussian's
+    /// diagonal Σ w² is ~1e-3–10: λ = 1e-3 leaves well-observed Gaussians at the
+    /// least-squares optimum and keeps poorly observed ones near their average
+    /// (docs/PERFORMANCE.md measures the choice).
+    pub lambda: f32,
+    /// ε of the average x = Σ w·f / (Σ w + ε) (LUDVIG's 1e-8).
+    pub eps: f32,
+    /// Scale each Gaussian's solved feature to unit length (per level), as LangSplat
+    /// V1's x/|x| would render it. The composite of unit rows is no longer the
+    /// least-squares optimum (docs/PERFORMANCE.md measures the loss); the output is
+    /// still composited as stored.
+    pub unit_rows: bool,
+}
+
+impl Default for SolveConfig {
+    fn default() -> Self {
+        SolveConfig {
+            levels: Vec::new(),
+            tol: 1e-3,
+            max_iters: 500,
+            lambda: 1e-3,
+            eps: 1e-8,
+            unit_rows: false,
+        }
+    }
+}
+
+impl SolveConfig {
+    /// The levels a run solves: `levels`, or `[scene_level]` when empty.
+    pub fn levels_or(&self, scene_level: u8) -> Vec<u8> {
+        if self.levels.is_empty() {
+            vec![scene_level]
+        } else {
+            self.levels.clone()
+        }
+    }
+}
+
+/// Held-out evaluation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Hold out every k-th camera: camera i (in the scene's camera order) is held out
+    /// when i % k == k − 1 and is never used for fitting; quality is reported on the
+    /// held-out and on the fitted cameras. 0 = no camera is held out.
+    pub holdout: u32,
+}
+
+impl EvalConfig {
+    /// Whether camera `i` is held out.
+    pub fn is_held_out(&self, i: usize) -> bool {
+        let k = self.holdout as usize;
+        k > 0 && i % k == k - 1
     }
 }
 
@@ -165,6 +272,10 @@ pub struct RenderConfig {
     pub cache_budget: Option<u64>,
     /// Storage of the cached operator weights.
     pub weights: WeightPrecision,
+    /// With a cached operator, run a camera's forward, per-pixel loss and backward as
+    /// one pass over its operator (`Backend::operator_loss_step`); `false` runs SpMM,
+    /// loss and transposed SpMM one after the other (same result to float rounding).
+    pub fused: bool,
     /// Near plane (camera z).
     pub near: f32,
     /// Far plane (camera z).
@@ -178,6 +289,7 @@ impl Default for RenderConfig {
             cache: CacheMode::Operator,
             cache_budget: None,
             weights: WeightPrecision::F32,
+            fused: true,
             near: crate::constants::DEFAULT_NEAR,
             far: crate::constants::DEFAULT_FAR,
         }
@@ -478,6 +590,39 @@ impl Config {
         if !(self.render.near > 0.0 && self.render.far > self.render.near) {
             return bad("render.near/far", "need 0 < near < far".into());
         }
+        if self.eval.holdout == 1 {
+            return bad(
+                "eval.holdout",
+                "1 would hold out every camera (use 0 for none, or k ≥ 2)".into(),
+            );
+        }
+        let sv = &self.solve;
+        if let Some(l) = sv.levels.iter().find(|l| !(1..=3).contains(*l)) {
+            return bad("solve.levels", format!("{l} is not 1, 2 or 3"));
+        }
+        for (i, l) in sv.levels.iter().enumerate() {
+            if sv.levels[..i].contains(l) {
+                return bad("solve.levels", format!("level {l} is listed twice"));
+            }
+        }
+        if sv.levels.len() > 1 && self.train.solver == SolverKind::Adam {
+            return bad(
+                "solve.levels",
+                "several levels at once need `train.solver = average` or `lsq` (Adam trains one level per run)".into(),
+            );
+        }
+        if !(sv.tol > 0.0 && sv.tol.is_finite()) {
+            return bad("solve.tol", format!("{} must be positive", sv.tol));
+        }
+        if sv.max_iters == 0 {
+            return bad("solve.max_iters", "must be at least 1".into());
+        }
+        if !(sv.lambda >= 0.0 && sv.lambda.is_finite()) {
+            return bad("solve.lambda", format!("{} must be ≥ 0", sv.lambda));
+        }
+        if !(sv.eps > 0.0 && sv.eps.is_finite()) {
+            return bad("solve.eps", format!("{} must be positive", sv.eps));
+        }
         let d = &self.demo;
         if d.gaussians == 0 || d.objects == 0 || d.cameras == 0 || d.width < 8 || d.height < 8 {
             return bad(
@@ -658,6 +803,33 @@ mod tests {
                 "{set}"
             );
         }
+    }
+
+    #[test]
+    fn solver_and_holdout_settings_are_checked() {
+        let mut c = Config::default();
+        c.set("eval.holdout=5").unwrap();
+        assert!((0..10).filter(|&i| c.eval.is_held_out(i)).eq([4, 9]));
+        assert!(c.set("eval.holdout=1").is_err());
+        assert!(
+            c.set("solve.levels=[1, 2]").is_err(),
+            "several levels need a solver"
+        );
+        c.set("train.solver=lsq").unwrap();
+        c.set("solve.levels=[1, 2, 3]").unwrap();
+        assert_eq!(c.solve.levels_or(1), vec![1, 2, 3]);
+        for bad in [
+            "solve.levels=[1, 1]",
+            "solve.levels=[4]",
+            "solve.tol=0",
+            "solve.max_iters=0",
+            "solve.lambda=-1",
+            "solve.eps=0",
+        ] {
+            assert!(c.set(bad).is_err(), "{bad} accepted");
+        }
+        assert_eq!(SolveConfig::default().levels_or(2), vec![2]);
+        assert!(!EvalConfig::default().is_held_out(0));
     }
 
     #[test]

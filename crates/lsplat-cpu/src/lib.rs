@@ -13,6 +13,7 @@ pub mod optim;
 pub mod pool;
 pub mod project;
 pub mod raster;
+pub mod walk;
 
 use std::sync::Mutex;
 
@@ -26,7 +27,7 @@ use lsplat_device::{
 
 use crate::bins::CpuBins;
 use crate::channels::{MAX_CHANNELS, with_channels};
-use crate::operator::CpuOperator;
+use crate::operator::{CpuOperator, ProductScratch};
 use crate::pool::Workers;
 use crate::project::{CpuGeometry, CpuProjection};
 use crate::raster::{Pixels, TileScratch};
@@ -36,6 +37,7 @@ pub struct CpuBackend {
     workers: Workers,
     scratch: Mutex<Vec<f32>>,
     tiles: TileScratch,
+    products: ProductScratch,
 }
 
 impl CpuBackend {
@@ -44,10 +46,12 @@ impl CpuBackend {
         let workers = Workers::new(threads);
         // tile_ranges splits into at most 8 tasks per worker.
         let tiles = TileScratch::new(8 * workers.threads());
+        let products = ProductScratch::new(8 * workers.threads());
         CpuBackend {
             workers,
             scratch: Mutex::new(Vec::new()),
             tiles,
+            products,
         }
     }
 
@@ -110,6 +114,10 @@ impl Backend for CpuBackend {
         format!("cpu ({} threads)", self.workers.threads())
     }
 
+    fn max_channels(&self) -> usize {
+        MAX_CHANNELS
+    }
+
     fn alloc<T: Element>(&self, len: usize) -> Result<Vec<T>> {
         lsplat_core::memory::try_filled("a CPU buffer", len, T::default()).map_err(|_| {
             DeviceError::OutOfMemory {
@@ -154,6 +162,10 @@ impl Backend for CpuBackend {
             free: field("MemAvailable:")?,
             total: field("MemTotal:")?,
         })
+    }
+
+    fn read_bandwidth(&self) -> Option<f64> {
+        Some(pool::read_bandwidth(&self.workers, 5))
     }
 
     fn upload_geometry(&self, gaussians: &Gaussians) -> Result<CpuGeometry> {
@@ -270,9 +282,10 @@ impl Backend for CpuBackend {
 
     fn operator_stats(&self, op: &CpuOperator) -> OperatorStats {
         OperatorStats {
-            rows: op.rows,
+            rows: op.rows(),
             nnz: op.nnz(),
             bytes: op.bytes(),
+            pass_bytes: op.bytes(),
         }
     }
 
@@ -288,14 +301,15 @@ impl Backend for CpuBackend {
         out: &mut Vec<f32>,
     ) -> Result<()> {
         check_channels("spmm", channels)?;
-        check("spmm", "x", x.len(), op.cols * channels)?;
-        check_min("spmm", "output", out.len(), op.rows * channels)?;
+        check("spmm", "x", x.len(), op.cols() * channels)?;
+        check_min("spmm", "output", out.len(), op.rows() * channels)?;
         operator::spmm(
             &self.workers,
+            &self.products,
             op,
             x,
             channels,
-            &mut out[..op.rows * channels],
+            &mut out[..op.rows() * channels],
         );
         Ok(())
     }
@@ -308,16 +322,88 @@ impl Backend for CpuBackend {
         d_x: &mut Vec<f32>,
     ) -> Result<()> {
         check_channels("spmm_t", channels)?;
-        check_min("spmm_t", "d_out", d_out.len(), op.rows * channels)?;
-        check("spmm_t", "d_x", d_x.len(), op.cols * channels)?;
-        operator::spmm_t(&self.workers, op, d_out, channels, d_x);
+        check_min("spmm_t", "d_out", d_out.len(), op.rows() * channels)?;
+        check("spmm_t", "d_x", d_x.len(), op.cols() * channels)?;
+        operator::spmm_t(&self.workers, &self.products, op, d_out, channels, d_x);
+        Ok(())
+    }
+
+    fn mask_groups(
+        &self,
+        values: &mut Vec<f32>,
+        keep: &Vec<u8>,
+        rows: usize,
+        groups: usize,
+        group_len: usize,
+    ) -> Result<()> {
+        check_min(
+            "mask_groups",
+            "values",
+            values.len(),
+            rows * groups * group_len,
+        )?;
+        check_min("mask_groups", "keep", keep.len(), rows * groups)?;
+        lsplat_device::host::mask_groups(values, keep, rows, groups, group_len);
+        Ok(())
+    }
+
+    fn operator_loss_step(
+        &self,
+        kind: LossKind,
+        op: &CpuOperator,
+        x: &Vec<f32>,
+        gt: &GroundTruth<Self>,
+        weight: f32,
+        _work: (&mut Vec<f32>, &mut Vec<f32>),
+        d_x: &mut Vec<f32>,
+        loss: &mut Vec<f32>,
+        slot: usize,
+        accumulate: bool,
+    ) -> Result<()> {
+        let c = gt.channels;
+        check_channels("operator_loss_step", c)?;
+        check("operator_loss_step", "x", x.len(), op.cols() * c)?;
+        check("operator_loss_step", "d_x", d_x.len(), op.cols() * c)?;
+        check("operator_loss_step", "mask", gt.mask.len(), op.rows())?;
+        check(
+            "operator_loss_step",
+            "valid pixels",
+            gt.pixels.len,
+            op.rows(),
+        )?;
+        check("operator_loss_step", "table", gt.table.len(), gt.rows * c)?;
+        if slot >= loss.len() {
+            return Err(DeviceError::shape(
+                "operator_loss_step",
+                format!("slot {slot} outside {} loss slots", loss.len()),
+            ));
+        }
+        let hw = gt.pixels.grid.pixel_count();
+        let scales = optim::LossScales::new(kind, c, hw, weight);
+        let sums = operator::fused_loss_step(
+            &self.workers,
+            &self.products,
+            op,
+            x,
+            &gt.mask,
+            &gt.table,
+            c,
+            &scales,
+            d_x,
+        );
+        let value = scales.value(sums, weight) as f32;
+        if accumulate {
+            loss[slot] += value;
+        } else {
+            loss[slot] = value;
+        }
         Ok(())
     }
 
     fn normalize(&self, x: &Vec<f32>, channels: usize, out: &mut Vec<f32>) -> Result<()> {
         check_channels("normalize", channels)?;
         check("normalize", "output", out.len(), x.len())?;
-        optim::normalize(x, channels, out);
+        optim::normalize(&self.workers, x, channels, out);
         Ok(())
     }
 
@@ -331,7 +417,7 @@ impl Backend for CpuBackend {
         check_channels("normalize_backward", channels)?;
         check("normalize_backward", "d_out", d_out.len(), x.len())?;
         check("normalize_backward", "d_x", d_x.len(), x.len())?;
-        optim::normalize_backward(x, d_out, channels, d_x);
+        optim::normalize_backward(&self.workers, x, d_out, channels, d_x);
         Ok(())
     }
 
@@ -358,19 +444,18 @@ impl Backend for CpuBackend {
         }
         let hw = gt.pixels.grid.pixel_count();
         let (mask, table) = (&gt.mask[..], &gt.table[..]);
-        let value = match kind {
-            LossKind::MaskedL1 => {
-                optim::masked_l1(rendered, mask, table, c, hw, weight, d_rendered)
-            }
-            LossKind::Cosine => {
-                optim::cosine(rendered, mask, table, c, hw, weight, d_rendered, false)
-            }
-            LossKind::L1Cosine => {
-                optim::masked_l1(rendered, mask, table, c, hw, weight, d_rendered)
-                    + optim::cosine(rendered, mask, table, c, hw, weight, d_rendered, true)
-            }
-        };
-        let value = (value * weight as f64) as f32;
+        let scales = optim::LossScales::new(kind, c, hw, weight);
+        let mut sums = (0.0f64, 0.0f64);
+        for (i, &m) in mask.iter().enumerate() {
+            let m = m as usize;
+            scales.row(
+                &rendered[i * c..i * c + c],
+                &table[m * c..m * c + c],
+                &mut d_rendered[i * c..i * c + c],
+                &mut sums,
+            );
+        }
+        let value = scales.value(sums, weight) as f32;
         if accumulate {
             loss[slot] += value;
         } else {
@@ -391,7 +476,7 @@ impl Backend for CpuBackend {
         check("adam_step", "grads", grads.len(), n)?;
         check("adam_step", "m", m.len(), n)?;
         check("adam_step", "v", v.len(), n)?;
-        optim::adam(params, grads, m, v, hp);
+        optim::adam(&self.workers, params, grads, m, v, hp);
         Ok(())
     }
 }

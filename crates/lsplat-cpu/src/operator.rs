@@ -1,24 +1,35 @@
-//! The cached sparse operator W of one camera: CSR rows (valid pixels, front to
-//! back) for the forward SpMM and a transposed copy (CSC) for the deterministic,
-//! atomic-free backward.
+//! The cached sparse operator W of one camera, stored once (no transposed copy).
+//!
+//! Rows (valid pixels, tile-major) are grouped in **blocks**: the rows of one tile
+//! (a tile is split only if it would use more than 65 536 Gaussians). Each block keeps
+//! the list of distinct Gaussians its rows use, and every entry stores a u16 index
+//! into that list plus its weight: 2 + 2 or 4 bytes per non-zero whatever the number of
+//! Gaussians. Every product works block by block in a small block-local buffer:
+//! - `W·x` gathers the block's rows of `x` once, then each row sums its entries from
+//!   that buffer (entries in front-to-back order, so `W·x` equals the rasterizer's
+//!   compositing bitwise);
+//! - `Wᵀ·d` accumulates each row's `w·d` into the block buffer and adds it to the
+//!   output once per (block, Gaussian);
+//! - the fused step does both with the per-pixel loss in between, reading each entry
+//!   once.
+//!
+//! A transposed product writes each block's per-Gaussian sums to the block's own
+//! slots (disjoint, so blocks run in any order on any number of workers), then every
+//! Gaussian adds its slots in block order. Results are bitwise reproducible and do
+//! not depend on the number of workers; no transposed copy of W is kept.
 
 use half::{bf16, f16};
 use lsplat_core::config::WeightPrecision;
 
 use crate::bins::CpuBins;
-use crate::channels::{Channels, with_channels};
-use crate::pool::{Workers, balanced_ranges};
+use crate::channels::{Channels, with_lanes};
+use crate::optim::LossScales;
+use crate::pool::{Workers, balanced_ranges, split_mut};
 use crate::project::ProjSplat;
-use crate::raster::{Pixels, TileScratch, centre, gather, tile_ranges, walk_pixel};
+use crate::raster::{Pixels, TaskScratch, TileScratch, centre, tile_ranges};
 
-/// Index storage, as narrow as the scene allows.
-#[derive(Clone, Debug)]
-pub enum Indices {
-    /// Up to 65 536 distinct values.
-    U16(Vec<u16>),
-    /// Anything else.
-    U32(Vec<u32>),
-}
+/// Most distinct Gaussians of one block (u16 local indices).
+const BLOCK_GAUSSIANS: usize = 1 << 16;
 
 /// Weight storage.
 #[derive(Clone, Debug)]
@@ -29,24 +40,6 @@ pub enum Weights {
     F16(Vec<f16>),
     /// bfloat16.
     Bf16(Vec<bf16>),
-}
-
-/// An index element.
-pub trait Index: Copy + Send + Sync {
-    /// As usize.
-    fn get(self) -> usize;
-}
-impl Index for u16 {
-    #[inline(always)]
-    fn get(self) -> usize {
-        self as usize
-    }
-}
-impl Index for u32 {
-    #[inline(always)]
-    fn get(self) -> usize {
-        self as usize
-    }
 }
 
 /// A weight element.
@@ -78,22 +71,6 @@ impl Weight for bf16 {
     }
 }
 
-impl Indices {
-    fn new(values: impl Iterator<Item = u32>, max: usize) -> Self {
-        if max <= 1 << 16 {
-            Indices::U16(values.map(|v| v as u16).collect())
-        } else {
-            Indices::U32(values.collect())
-        }
-    }
-    fn elem_bytes(&self) -> usize {
-        match self {
-            Indices::U16(_) => 2,
-            Indices::U32(_) => 4,
-        }
-    }
-}
-
 impl Weights {
     fn new(values: impl Iterator<Item = f32>, p: WeightPrecision) -> Self {
         match p {
@@ -102,66 +79,147 @@ impl Weights {
             WeightPrecision::Bf16 => Weights::Bf16(values.map(bf16::from_f32).collect()),
         }
     }
-    fn elem_bytes(&self) -> usize {
+
+    /// Bytes per weight.
+    pub fn elem_bytes(&self) -> usize {
         match self {
             Weights::F32(_) => 4,
             _ => 2,
         }
     }
+
+    /// Weight `k` as f32.
+    pub fn get(&self, k: usize) -> f32 {
+        match self {
+            Weights::F32(v) => v[k],
+            Weights::F16(v) => v[k].to_f32(),
+            Weights::Bf16(v) => v[k].to_f32(),
+        }
+    }
 }
 
-/// W in both orientations.
+/// W of one camera in row blocks. Built only by [`build`], which establishes the
+/// invariants the products rely on: row and block offsets are ascending and end at
+/// the lengths of the entry and list arrays, every local index is below its block's
+/// list length, and every listed Gaussian is below `cols`.
 #[derive(Clone, Debug)]
 pub struct CpuOperator {
-    /// Rows (pixels of the set).
-    pub rows: usize,
-    /// Columns (Gaussians).
-    pub cols: usize,
-    /// CSR row offsets.
-    pub row_ptr: Vec<u32>,
-    /// CSR Gaussian of each entry.
-    pub col_idx: Indices,
-    /// CSR weights.
-    pub row_w: Weights,
-    /// CSC column offsets.
-    pub col_ptr: Vec<u32>,
-    /// CSC row of each entry (ascending within a column).
-    pub row_idx: Indices,
-    /// CSC weights.
-    pub col_w: Weights,
+    rows: usize,
+    cols: usize,
+    /// Row offsets into the entries (`rows + 1`).
+    row_ptr: Vec<u32>,
+    /// First row of each block (`blocks + 1`).
+    block_rows: Vec<u32>,
+    /// Offsets of each block's Gaussian list in `gaussians` (`blocks + 1`).
+    block_gaussians: Vec<u32>,
+    /// The distinct Gaussians of every block, block after block.
+    gaussians: Vec<u32>,
+    /// Per entry: its Gaussian's position in the block's list.
+    local: Vec<u16>,
+    /// Per entry: its weight α·T.
+    weights: Weights,
+    /// The Gaussians any block lists, ascending.
+    visible: Vec<u32>,
+    /// Offsets into `positions` per entry of `visible` (`visible.len() + 1`).
+    visible_ptr: Vec<u32>,
+    /// For each visible Gaussian, its positions in `gaussians`, ascending.
+    positions: Vec<u32>,
 }
 
 impl CpuOperator {
+    /// Rows (pixels of the set).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns (Gaussians).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Entries of the blocks' Gaussian lists (each Gaussian once per block using it).
+    pub fn listed(&self) -> usize {
+        self.gaussians.len()
+    }
+
+    /// Gaussians with at least one non-zero weight.
+    pub fn visible(&self) -> usize {
+        self.visible.len()
+    }
+
     /// Non-zeros.
     pub fn nnz(&self) -> usize {
         *self.row_ptr.last().unwrap_or(&0) as usize
     }
 
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        4 * (self.row_ptr.len() + self.col_ptr.len())
-            + self.nnz() * (self.col_idx.elem_bytes() + self.row_idx.elem_bytes())
-            + self.nnz() * (self.row_w.elem_bytes() + self.col_w.elem_bytes())
+    /// Number of blocks.
+    pub fn blocks(&self) -> usize {
+        self.block_rows.len() - 1
     }
 
-    /// The CSR row `r` as `(gaussian, weight)` pairs in f32 (for tests and tools).
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        4 * (self.row_ptr.len()
+            + self.block_rows.len()
+            + self.block_gaussians.len()
+            + self.gaussians.len()
+            + self.visible.len()
+            + self.visible_ptr.len()
+            + self.positions.len())
+            + self.nnz() * (2 + self.weights.elem_bytes())
+    }
+
+    /// The row `r` as `(gaussian, weight)` pairs in f32 (for tests and tools).
     pub fn row(&self, r: usize) -> Vec<(u32, f32)> {
-        let (a, b) = (self.row_ptr[r] as usize, self.row_ptr[r + 1] as usize);
-        (a..b)
-            .map(|k| {
-                let g = match &self.col_idx {
-                    Indices::U16(v) => v[k] as u32,
-                    Indices::U32(v) => v[k],
-                };
-                let w = match &self.row_w {
-                    Weights::F32(v) => v[k],
-                    Weights::F16(v) => v[k].to_f32(),
-                    Weights::Bf16(v) => v[k].to_f32(),
-                };
-                (g, w)
-            })
+        let b = self.block_rows.partition_point(|&s| s as usize <= r) - 1;
+        let list =
+            &self.gaussians[self.block_gaussians[b] as usize..self.block_gaussians[b + 1] as usize];
+        (self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize)
+            .map(|k| (list[self.local[k] as usize], self.weights.get(k)))
             .collect()
     }
+
+    fn block_cost(&self, b: usize) -> u64 {
+        let rows = (self.block_rows[b + 1] - self.block_rows[b]) as u64;
+        let nnz = (self.row_ptr[self.block_rows[b + 1] as usize]
+            - self.row_ptr[self.block_rows[b] as usize]) as u64;
+        let list = (self.block_gaussians[b + 1] - self.block_gaussians[b]) as u64;
+        nnz + 2 * list + rows + 4
+    }
+
+    /// Block ranges for a product, balanced by work (one when small).
+    fn ranges(&self, workers: &Workers) -> Vec<std::ops::Range<usize>> {
+        let n = self.blocks();
+        let parts = if self.nnz() < 1 << 15 {
+            1
+        } else {
+            8 * workers.threads()
+        };
+        balanced_ranges((0..n).map(|b| self.block_cost(b)), n, parts)
+    }
+
+    /// Ranges of `visible` for the reduction, balanced by slots.
+    fn visible_ranges(&self, workers: &Workers) -> Vec<std::ops::Range<usize>> {
+        let n = self.visible.len();
+        let parts = if self.positions.len() < 1 << 14 {
+            1
+        } else {
+            4 * workers.threads()
+        };
+        let cost = (0..n).map(|i| (self.visible_ptr[i + 1] - self.visible_ptr[i]) as u64 + 1);
+        balanced_ranges(cost, n, parts)
+    }
+}
+
+/// What one build task produced for its tiles.
+#[derive(Default)]
+struct Part {
+    lens: Vec<u32>,
+    local: Vec<u16>,
+    weights: Vec<f32>,
+    /// (rows, distinct Gaussians) of each block.
+    blocks: Vec<(u32, u32)>,
+    gaussians: Vec<u32>,
 }
 
 /// Builds W for the pixel set with exactly the rasterizer's rules.
@@ -177,175 +235,543 @@ pub fn build(
     let ranges = tile_ranges(workers, &px, bins);
     let offs = px.tile_offsets;
     let parts = workers.map_ranges(&ranges, |tiles| {
-        let mut lens = Vec::new();
-        let mut entries: Vec<(u32, f32)> = Vec::new();
-        let mut local = scratch.slot(&ranges, &tiles);
+        let mut part = Part::default();
+        let mut walker = scratch.slot(&ranges, &tiles);
+        // Position in the tile list → index in the current block's list (+1; 0 = none).
+        let mut slot: Vec<u32> = Vec::new();
+        let mut row: Vec<(u32, u32, f32)> = Vec::new();
         for t in tiles {
-            let list = bins.tile(t);
             if offs[t] == offs[t + 1] {
                 continue;
             }
-            gather(splats, list, &mut local);
+            let list = bins.tile(t);
+            walker.gather(splats, list);
+            slot.clear();
+            slot.resize(list.len(), 0);
+            let mut block_start = part.gaussians.len();
+            let mut block_rows = 0u32;
             for i in offs[t] as usize..offs[t + 1] as usize {
                 let (cx, cy) = centre(px.pixels[i], px.width);
-                let before = entries.len();
-                walk_pixel(&local, list, cx, cy, |_, g, w| entries.push((g, w)));
-                lens.push((entries.len() - before) as u32);
+                row.clear();
+                walker.walk(list, cx, cy, |k, g, w| row.push((k as u32, g, w)));
+                let distinct = part.gaussians.len() - block_start;
+                if block_rows > 0 && distinct + row.len() > BLOCK_GAUSSIANS {
+                    part.blocks.push((block_rows, distinct as u32));
+                    for &g in &part.gaussians[block_start..] {
+                        let k = list.iter().position(|&h| h == g).expect("in the tile");
+                        slot[k] = 0;
+                    }
+                    block_start = part.gaussians.len();
+                    block_rows = 0;
+                }
+                for &(k, g, w) in &row {
+                    let s = &mut slot[k as usize];
+                    if *s == 0 {
+                        part.gaussians.push(g);
+                        *s = (part.gaussians.len() - block_start) as u32;
+                    }
+                    part.local.push((*s - 1) as u16);
+                    part.weights.push(w);
+                }
+                part.lens.push(row.len() as u32);
+                block_rows += 1;
             }
+            part.blocks
+                .push((block_rows, (part.gaussians.len() - block_start) as u32));
         }
-        (lens, entries)
+        part
     });
     let rows = px.pixels.len();
-    let nnz: usize = parts.iter().map(|p| p.1.len()).sum();
+    let nnz: usize = parts.iter().map(|p| p.local.len()).sum();
     if nnz >= u32::MAX as usize {
         return Err(format!(
             "operator has {nnz} non-zeros; at most 2^32 - 1 are supported per camera"
         ));
     }
+    let listed: usize = parts.iter().map(|p| p.gaussians.len()).sum();
+    if listed >= u32::MAX as usize {
+        return Err(format!(
+            "operator blocks list {listed} Gaussians; at most 2^32 - 1 are supported"
+        ));
+    }
     let mut row_ptr = Vec::with_capacity(rows + 1);
     row_ptr.push(0u32);
-    let mut acc = 0u32;
-    for (lens, _) in &parts {
-        for &l in lens {
+    let mut block_rows = vec![0u32];
+    let mut block_gaussians = vec![0u32];
+    let (mut acc, mut r, mut g) = (0u32, 0u32, 0u32);
+    for p in &parts {
+        for &l in &p.lens {
             acc += l;
             row_ptr.push(acc);
         }
-    }
-    let entries = || parts.iter().flat_map(|p| p.1.iter().copied());
-    // Transpose by counting sort over Gaussians; rows stay ascending per column.
-    let mut col_ptr = vec![0u32; gaussians + 1];
-    for (g, _) in entries() {
-        col_ptr[g as usize + 1] += 1;
-    }
-    for g in 0..gaussians {
-        col_ptr[g + 1] += col_ptr[g];
-    }
-    let mut cursor = col_ptr[..gaussians].to_vec();
-    let mut t_rows = vec![0u32; nnz];
-    let mut t_w = vec![0f32; nnz];
-    let mut r = 0usize;
-    for (k, (g, w)) in entries().enumerate() {
-        while row_ptr[r + 1] as usize <= k {
-            r += 1;
+        for &(nr, ng) in &p.blocks {
+            r += nr;
+            g += ng;
+            block_rows.push(r);
+            block_gaussians.push(g);
         }
-        let pos = cursor[g as usize] as usize;
-        cursor[g as usize] += 1;
-        t_rows[pos] = r as u32;
-        t_w[pos] = w;
     }
+    let lists: Vec<u32> = parts
+        .iter()
+        .flat_map(|p| p.gaussians.iter().copied())
+        .collect();
+    let (visible, visible_ptr, positions) = transpose_lists(&lists, gaussians);
     Ok(CpuOperator {
         rows,
         cols: gaussians,
         row_ptr,
-        col_idx: Indices::new(entries().map(|e| e.0), gaussians),
-        row_w: Weights::new(entries().map(|e| e.1), precision),
-        col_ptr,
-        row_idx: Indices::new(t_rows.into_iter(), rows),
-        col_w: Weights::new(t_w.into_iter(), precision),
+        block_rows,
+        block_gaussians,
+        gaussians: lists,
+        local: parts.iter().flat_map(|p| p.local.iter().copied()).collect(),
+        weights: Weights::new(
+            parts.iter().flat_map(|p| p.weights.iter().copied()),
+            precision,
+        ),
+        visible,
+        visible_ptr,
+        positions,
     })
 }
 
-/// One compressed-sparse product: `out[r] (+)= Σ_k w_k·x[idx_k]` over the entries
-/// of row `r`; used for CSR (forward) and CSC (transposed) alike.
-fn compressed_product<I: Index, W: Weight, C: Channels>(
-    workers: &Workers,
-    ptr: &[u32],
-    idx: &[I],
-    wts: &[W],
-    x: &[f32],
-    out: &mut [f32],
-    accumulate: bool,
+/// The Gaussians of the block lists, ascending, each with its positions in `lists`
+/// (ascending): a counting sort.
+fn transpose_lists(lists: &[u32], gaussians: usize) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let mut count = vec![0u32; gaussians + 1];
+    for &g in lists {
+        count[g as usize + 1] += 1;
+    }
+    let visible: Vec<u32> = (0..gaussians as u32)
+        .filter(|&g| count[g as usize + 1] > 0)
+        .collect();
+    for g in 0..gaussians {
+        count[g + 1] += count[g];
+    }
+    let mut visible_ptr = Vec::with_capacity(visible.len() + 1);
+    visible_ptr.extend(visible.iter().map(|&g| count[g as usize]));
+    visible_ptr.push(lists.len() as u32);
+    let mut positions = vec![0u32; lists.len()];
+    for (pos, &g) in lists.iter().enumerate() {
+        let slot = &mut count[g as usize];
+        positions[*slot as usize] = pos as u32;
+        *slot += 1;
+    }
+    (visible, visible_ptr, positions)
+}
+
+/// One block of the operator, borrowed.
+struct Block<'a, W> {
+    rows: std::ops::Range<usize>,
+    row_ptr: &'a [u32],
+    list: &'a [u32],
+    local: &'a [u16],
+    weights: &'a [W],
+}
+
+fn block<'a, W>(op: &'a CpuOperator, w: &'a [W], b: usize) -> Block<'a, W> {
+    let rows = op.block_rows[b] as usize..op.block_rows[b + 1] as usize;
+    Block {
+        rows,
+        row_ptr: &op.row_ptr,
+        list: &op.gaussians[op.block_gaussians[b] as usize..op.block_gaussians[b + 1] as usize],
+        local: &op.local,
+        weights: w,
+    }
+}
+
+/// Copies the block's rows of `x` (`[N, c]`) into `lx` (`[list, lanes]`, padding
+/// lanes zero).
+#[inline(always)]
+fn gather_rows(list: &[u32], x: &[f32], c: usize, lanes: usize, lx: &mut Vec<f32>) {
+    lx.clear();
+    gather_more(list, x, c, lanes, lx);
+}
+
+#[inline(always)]
+fn zeros<C: Channels>(_: C) -> C::Acc {
+    C::zeros()
+}
+
+/// `acc += w_k·lx[local_k]` for entries `ks` of a block.
+///
+/// # Safety
+/// Every `k` of `ks` is an entry of the block (so `local[k]` is below its list
+/// length), and `lx` holds `list length × lanes` floats with `lanes = ch.n()`.
+#[inline(always)]
+unsafe fn sum_entries<W: Weight, C: Channels>(
     ch: C,
+    acc: &mut C::Acc,
+    blk: &Block<'_, W>,
+    ks: std::ops::Range<usize>,
+    lx: &[f32],
 ) {
-    let c = ch.n();
-    let n = ptr.len() - 1;
-    let nnz = ptr[n] as usize;
-    let parts = if nnz < 1 << 15 {
-        1
-    } else {
-        8 * workers.threads()
-    };
-    let ranges = balanced_ranges((0..n).map(|r| (ptr[r + 1] - ptr[r]) as u64 + 2), n, parts);
-    workers.for_ranges(
-        &ranges,
-        out,
-        |r| r * c,
-        |rs, chunk| {
-            let base = rs.start;
-            for r in rs {
-                let mut acc = C::zeros();
-                for k in ptr[r] as usize..ptr[r + 1] as usize {
-                    let g = idx[k].get();
-                    C::axpy(&mut acc, wts[k].get(), &x[g * c..g * c + c]);
-                }
-                let row = &mut chunk[(r - base) * c..(r - base + 1) * c];
-                if accumulate {
-                    C::add_store(&acc, row);
-                } else {
-                    C::store(&acc, row);
-                }
+    let lanes = ch.n();
+    let (local, weights) = (blk.local, blk.weights);
+    let x = lx.as_ptr();
+    for k in ks {
+        // SAFETY: k is an entry of the block (caller); `build` makes every local
+        // index smaller than the block's list, and lx holds list × lanes floats.
+        unsafe {
+            let j = *local.get_unchecked(k) as usize;
+            let w = weights.get_unchecked(k).get();
+            ch.axpy_ptr(acc, w, x.add(j * lanes));
+        }
+    }
+}
+
+/// `acc = Σ_k w_k·lx[local_k]` over row `r` of the block.
+#[inline(always)]
+fn row_sum<W: Weight, C: Channels>(ch: C, blk: &Block<'_, W>, r: usize, lx: &[f32]) -> C::Acc {
+    assert!(blk.rows.contains(&r) && lx.len() >= blk.list.len() * ch.n());
+    let mut acc = C::zeros();
+    let ks = blk.row_ptr[r] as usize..blk.row_ptr[r + 1] as usize;
+    // SAFETY: r is a row of the block, so its entries are the block's; lx checked.
+    unsafe { sum_entries(ch, &mut acc, blk, ks, lx) };
+    acc
+}
+
+/// Calls `f(r, acc)` for every row `r` of the block in order, with `acc = Σ_k
+/// w_k·lx[local_k]` summed in entry order. Four rows are summed together (four
+/// independent chains, each in its own order), so the adds of one row do not wait on
+/// each other and the result is bitwise that of [`row_sum`].
+#[inline(always)]
+fn block_row_sums<W: Weight, C: Channels>(
+    ch: C,
+    blk: &Block<'_, W>,
+    lx: &[f32],
+    mut f: impl FnMut(usize, &C::Acc),
+) {
+    let lanes = ch.n();
+    assert!(lx.len() >= blk.list.len() * lanes);
+    let (ptr, local, weights) = (blk.row_ptr, blk.local, blk.weights);
+    let x = lx.as_ptr();
+    let mut r = blk.rows.start;
+    while r + 4 <= blk.rows.end {
+        let (s0, s1, s2, s3, e3) = (
+            ptr[r] as usize,
+            ptr[r + 1] as usize,
+            ptr[r + 2] as usize,
+            ptr[r + 3] as usize,
+            ptr[r + 4] as usize,
+        );
+        let s = [s0, s1, s2, s3];
+        let e = [s1, s2, s3, e3];
+        let m = (s1 - s0).min(s2 - s1).min(s3 - s2).min(e3 - s3);
+        let (mut a0, mut a1, mut a2, mut a3) = (C::zeros(), C::zeros(), C::zeros(), C::zeros());
+        for i in 0..m {
+            // SAFETY: s_q + i < e_q is an entry of row r + q, a row of the block;
+            // `build` bounds local indices by the list, and lx is checked above.
+            unsafe {
+                let j0 = *local.get_unchecked(s0 + i) as usize;
+                let j1 = *local.get_unchecked(s1 + i) as usize;
+                let j2 = *local.get_unchecked(s2 + i) as usize;
+                let j3 = *local.get_unchecked(s3 + i) as usize;
+                ch.axpy_ptr(
+                    &mut a0,
+                    weights.get_unchecked(s0 + i).get(),
+                    x.add(j0 * lanes),
+                );
+                ch.axpy_ptr(
+                    &mut a1,
+                    weights.get_unchecked(s1 + i).get(),
+                    x.add(j1 * lanes),
+                );
+                ch.axpy_ptr(
+                    &mut a2,
+                    weights.get_unchecked(s2 + i).get(),
+                    x.add(j2 * lanes),
+                );
+                ch.axpy_ptr(
+                    &mut a3,
+                    weights.get_unchecked(s3 + i).get(),
+                    x.add(j3 * lanes),
+                );
             }
-        },
-    );
+        }
+        let mut acc = [a0, a1, a2, a3];
+        for q in 0..4 {
+            // SAFETY: the rest of row r + q, entries of the block.
+            unsafe { sum_entries(ch, &mut acc[q], blk, s[q] + m..e[q], lx) };
+        }
+        for (q, a) in acc.iter().enumerate() {
+            f(r + q, a);
+        }
+        r += 4;
+    }
+    for r in r..blk.rows.end {
+        f(r, &row_sum(ch, blk, r, lx));
+    }
 }
 
-fn dispatch(
-    workers: &Workers,
-    ptr: &[u32],
-    idx: &Indices,
-    wts: &Weights,
-    x: &[f32],
-    channels: usize,
-    out: &mut [f32],
-    accumulate: bool,
+/// `ld[local_k] += w_k·d` over row `r` of the block.
+#[inline(always)]
+fn row_scatter<W: Weight, C: Channels>(
+    ch: C,
+    blk: &Block<'_, W>,
+    r: usize,
+    d: &C::Acc,
+    ld: &mut [f32],
 ) {
-    macro_rules! go {
-        ($i:expr, $w:expr) => {
-            with_channels!(channels, ch => compressed_product(workers, ptr, $i, $w, x, out, accumulate, ch))
-        };
-    }
-    match (idx, wts) {
-        (Indices::U16(i), Weights::F32(w)) => go!(i, w),
-        (Indices::U16(i), Weights::F16(w)) => go!(i, w),
-        (Indices::U16(i), Weights::Bf16(w)) => go!(i, w),
-        (Indices::U32(i), Weights::F32(w)) => go!(i, w),
-        (Indices::U32(i), Weights::F16(w)) => go!(i, w),
-        (Indices::U32(i), Weights::Bf16(w)) => go!(i, w),
+    let lanes = ch.n();
+    assert!(blk.rows.contains(&r) && ld.len() >= blk.list.len() * lanes);
+    // Local copies, so the writes through `out` cannot make the compiler reload them.
+    let (local, weights, d) = (blk.local, blk.weights, *d);
+    let out = ld.as_mut_ptr();
+    for k in blk.row_ptr[r] as usize..blk.row_ptr[r + 1] as usize {
+        // SAFETY: k is an entry of row r of the block; `build` bounds local indices
+        // by the list and ld holds list × lanes floats (checked), owned here.
+        unsafe {
+            let j = *local.get_unchecked(k) as usize;
+            ch.scatter_ptr(out.add(j * lanes), weights.get_unchecked(k).get(), &d);
+        }
     }
 }
 
-/// `out = W·x`.
-pub fn spmm(workers: &Workers, op: &CpuOperator, x: &[f32], channels: usize, out: &mut [f32]) {
-    dispatch(
-        workers,
-        &op.row_ptr,
-        &op.col_idx,
-        &op.row_w,
-        x,
-        channels,
-        out,
-        false,
-    );
+/// Work buffers of the products: per-task block buffers and the per-slot sums of the
+/// transposed products.
+pub struct ProductScratch {
+    locals: TaskScratch<Vec<f32>>,
+    slots: std::sync::Mutex<Vec<f32>>,
+    block_sums: std::sync::Mutex<Vec<(f64, f64)>>,
 }
 
-/// `d_x += Wᵀ·d_out` (deterministic: each Gaussian sums its rows in ascending order).
+impl ProductScratch {
+    /// Scratch for `tasks` concurrent tasks.
+    pub fn new(tasks: usize) -> Self {
+        ProductScratch {
+            locals: TaskScratch::new(tasks),
+            slots: Default::default(),
+            block_sums: Default::default(),
+        }
+    }
+}
+
+/// `out = W·x` (overwrites `out[..rows·c]`).
+pub fn spmm(
+    workers: &Workers,
+    scratch: &ProductScratch,
+    op: &CpuOperator,
+    x: &[f32],
+    c: usize,
+    out: &mut [f32],
+) {
+    match &op.weights {
+        Weights::F32(w) => spmm_typed(workers, scratch, op, w, x, c, out),
+        Weights::F16(w) => spmm_typed(workers, scratch, op, w, x, c, out),
+        Weights::Bf16(w) => spmm_typed(workers, scratch, op, w, x, c, out),
+    }
+}
+
+fn spmm_typed<W: Weight>(
+    workers: &Workers,
+    scratch: &ProductScratch,
+    op: &CpuOperator,
+    w: &[W],
+    x: &[f32],
+    c: usize,
+    out: &mut [f32],
+) {
+    with_lanes!(c, ch => {
+        let lanes = ch.n();
+        let ranges = op.ranges(workers);
+        workers.for_ranges(
+            &ranges,
+            out,
+            |b| op.block_rows[b] as usize * c,
+            |blocks, chunk| {
+                let base = op.block_rows[blocks.start] as usize;
+                let mut lx = scratch.locals.slot(&ranges, &blocks);
+                for b in blocks {
+                    let blk = block(op, w, b);
+                    gather_rows(blk.list, x, c, lanes, &mut lx);
+                    block_row_sums(ch, &blk, &lx, |r, acc| {
+                        let o = (r - base) * c;
+                        chunk[o..o + c].copy_from_slice(&ch.view(acc)[..c]);
+                    });
+                }
+            },
+        );
+    })
+}
+
+/// A transposed product in two deterministic passes: `per_block(b, ld, work)` adds
+/// block `b`'s products into its accumulator `ld` (`[list, lanes]`, zeroed: the
+/// block's own slots) and returns the block's loss terms (`work` is scratch); then
+/// each visible Gaussian adds its slots to `d_x` in block order. Returns the loss
+/// terms summed in block order.
+fn transposed<C: Channels>(
+    workers: &Workers,
+    scratch: &ProductScratch,
+    op: &CpuOperator,
+    ch: C,
+    c: usize,
+    d_x: &mut [f32],
+    per_block: impl Fn(usize, &mut [f32], &mut Vec<f32>) -> (f64, f64) + Sync,
+) -> (f64, f64) {
+    let lanes = ch.n();
+    let ranges = op.ranges(workers);
+    let mut slots = scratch.slots.lock().unwrap_or_else(|e| e.into_inner());
+    slots.clear();
+    slots.resize(op.gaussians.len() * lanes, 0.0);
+    let mut sums = scratch.block_sums.lock().unwrap_or_else(|e| e.into_inner());
+    sums.clear();
+    sums.resize(op.blocks(), (0.0, 0.0));
+    let jobs: Vec<_> = split_mut(&ranges, &mut slots, |b| {
+        op.block_gaussians[b] as usize * lanes
+    })
+    .into_iter()
+    .zip(split_mut(&ranges, &mut sums, |b| b))
+    .collect();
+    workers.run_jobs(jobs, |((blocks, out), (_, sums))| {
+        let mut work = scratch.locals.slot(&ranges, &blocks);
+        let base = op.block_gaussians[blocks.start] as usize;
+        for (b, s) in blocks.zip(sums.iter_mut()) {
+            let (g0, g1) = (
+                op.block_gaussians[b] as usize,
+                op.block_gaussians[b + 1] as usize,
+            );
+            *s = per_block(
+                b,
+                &mut out[(g0 - base) * lanes..(g1 - base) * lanes],
+                &mut work,
+            );
+        }
+    });
+    let slots = &slots[..];
+    let vranges = op.visible_ranges(workers);
+    let vis = &op.visible;
+    let bound = |i: usize| {
+        if i < vis.len() {
+            vis[i] as usize * c
+        } else {
+            vis.last().map_or(0, |&g| (g as usize + 1) * c)
+        }
+    };
+    assert!(slots.len() == op.gaussians.len() * lanes);
+    workers.for_ranges(&vranges, d_x, bound, |is, chunk| {
+        let base = bound(is.start);
+        let positions = &op.positions;
+        for i in is {
+            let (p0, p1) = (op.visible_ptr[i] as usize, op.visible_ptr[i + 1] as usize);
+            let mut acc = C::zeros();
+            for &pos in &positions[p0..p1] {
+                // SAFETY: `build` makes every position smaller than the number of
+                // listed Gaussians, and slots holds that many × lanes floats.
+                unsafe { ch.axpy_ptr(&mut acc, 1.0, slots.as_ptr().add(pos as usize * lanes)) };
+            }
+            let g = vis[i] as usize * c - base;
+            for (o, a) in chunk[g..g + c].iter_mut().zip(ch.view(&acc)) {
+                *o += a;
+            }
+        }
+    });
+    sums.iter().fold((0.0, 0.0), |a, s| (a.0 + s.0, a.1 + s.1))
+}
+
+/// `d_x += Wᵀ·d_out`.
 pub fn spmm_t(
     workers: &Workers,
+    scratch: &ProductScratch,
     op: &CpuOperator,
     d_out: &[f32],
-    channels: usize,
+    c: usize,
     d_x: &mut [f32],
 ) {
-    dispatch(
-        workers,
-        &op.col_ptr,
-        &op.row_idx,
-        &op.col_w,
-        d_out,
-        channels,
-        d_x,
-        true,
-    );
+    match &op.weights {
+        Weights::F32(w) => spmm_t_typed(workers, scratch, op, w, d_out, c, d_x),
+        Weights::F16(w) => spmm_t_typed(workers, scratch, op, w, d_out, c, d_x),
+        Weights::Bf16(w) => spmm_t_typed(workers, scratch, op, w, d_out, c, d_x),
+    }
+}
+
+fn spmm_t_typed<W: Weight>(
+    workers: &Workers,
+    scratch: &ProductScratch,
+    op: &CpuOperator,
+    w: &[W],
+    d_out: &[f32],
+    c: usize,
+    d_x: &mut [f32],
+) {
+    with_lanes!(c, ch => {
+        transposed(workers, scratch, op, ch, c, d_x, |b, ld, _| {
+            let blk = block(op, w, b);
+            for r in blk.rows.clone() {
+                let mut d = zeros(ch);
+                ch.view_mut(&mut d)[..c].copy_from_slice(&d_out[r * c..r * c + c]);
+                row_scatter(ch, &blk, r, &d, ld);
+            }
+            (0.0, 0.0)
+        });
+    })
+}
+
+/// The fused forward → per-pixel loss → backward over the operator's rows: for each
+/// row, `F = W_r·x`, the loss of `F` against `table[mask[r]]` (its weighted gradient
+/// `d`), and `d_x += W_rᵀ·d`. Returns the summed (L1, 1 − cos) terms.
+pub fn fused_loss_step(
+    workers: &Workers,
+    scratch: &ProductScratch,
+    op: &CpuOperator,
+    x: &[f32],
+    mask: &[u32],
+    table: &[f32],
+    c: usize,
+    scales: &LossScales,
+    d_x: &mut [f32],
+) -> (f64, f64) {
+    match &op.weights {
+        Weights::F32(w) => fused_typed(workers, scratch, op, w, x, mask, table, c, scales, d_x),
+        Weights::F16(w) => fused_typed(workers, scratch, op, w, x, mask, table, c, scales, d_x),
+        Weights::Bf16(w) => fused_typed(workers, scratch, op, w, x, mask, table, c, scales, d_x),
+    }
+}
+
+fn fused_typed<W: Weight>(
+    workers: &Workers,
+    scratch: &ProductScratch,
+    op: &CpuOperator,
+    w: &[W],
+    x: &[f32],
+    mask: &[u32],
+    table: &[f32],
+    c: usize,
+    scales: &LossScales,
+    d_x: &mut [f32],
+) -> (f64, f64) {
+    with_lanes!(c, ch => {
+        transposed(workers, scratch, op, ch, c, d_x, |b, ld, lx| {
+            let blk = block(op, w, b);
+            gather_rows(blk.list, x, c, ch.n(), lx);
+            let mut sums = (0.0f64, 0.0f64);
+            block_row_sums(ch, &blk, &lx[..], |r, f| {
+                let m = mask[r] as usize;
+                let mut d = zeros(ch);
+                scales.row(
+                    &ch.view(f)[..c],
+                    &table[m * c..m * c + c],
+                    &mut ch.view_mut(&mut d)[..c],
+                    &mut sums,
+                );
+                row_scatter(ch, &blk, r, &d, ld);
+            });
+            sums
+        })
+    })
+}
+
+/// Appends the block's rows of `x` to `buf` (`[list, lanes]`, padding lanes zero).
+#[inline(always)]
+fn gather_more(list: &[u32], x: &[f32], c: usize, lanes: usize, buf: &mut Vec<f32>) {
+    let start = buf.len();
+    buf.resize(start + list.len() * lanes, 0.0);
+    for (dst, &g) in buf[start..].chunks_exact_mut(lanes).zip(list) {
+        let src = &x[g as usize * c..g as usize * c + c];
+        // An element loop: `copy_from_slice` calls memcpy, slow for 3 floats.
+        for (d, v) in dst.iter_mut().zip(src) {
+            *d = *v;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -365,5 +791,13 @@ mod tests {
                 "bits {bits:#06x}"
             );
         }
+    }
+
+    #[test]
+    fn block_lists_transpose_to_ascending_positions() {
+        let (vis, ptr, pos) = transpose_lists(&[5, 2, 7, 2, 5, 9], 10);
+        assert_eq!(vis, vec![2, 5, 7, 9]);
+        assert_eq!(ptr, vec![0, 2, 4, 5, 6]);
+        assert_eq!(pos, vec![1, 3, 0, 4, 2, 5]);
     }
 }

@@ -1,10 +1,33 @@
 //! Per-element ops: V1 normalisation and its backward, losses, fused Adam.
 
+use lsplat_core::config::LossKind;
 use lsplat_core::constants::{COS_EPS, NORM_EPS};
 use lsplat_device::AdamParams;
 
+use crate::pool::{Workers, balanced_ranges};
+
+/// Row ranges for a per-row op over `rows` rows (one range when small).
+fn row_ranges(workers: &Workers, rows: usize, c: usize) -> Vec<std::ops::Range<usize>> {
+    let parts = if rows * c < 1 << 16 {
+        1
+    } else {
+        4 * workers.threads()
+    };
+    balanced_ranges(std::iter::repeat_n(1u64, rows), rows, parts)
+}
+
 /// `out_i = x_i / (|x_i| + ε)` row by row.
-pub fn normalize(x: &[f32], c: usize, out: &mut [f32]) {
+pub fn normalize(workers: &Workers, x: &[f32], c: usize, out: &mut [f32]) {
+    let ranges = row_ranges(workers, x.len() / c, c);
+    workers.for_ranges(
+        &ranges,
+        out,
+        |r| r * c,
+        |rows, out| normalize_rows(&x[rows.start * c..rows.end * c], c, out),
+    );
+}
+
+fn normalize_rows(x: &[f32], c: usize, out: &mut [f32]) {
     for (xr, or) in x.chunks_exact(c).zip(out.chunks_exact_mut(c)) {
         let n = xr.iter().map(|v| v * v).sum::<f32>().sqrt();
         let inv = 1.0 / (n + NORM_EPS);
@@ -15,7 +38,20 @@ pub fn normalize(x: &[f32], c: usize, out: &mut [f32]) {
 }
 
 /// `d_x = d/(r+ε) − x·(x·d)/(r·(r+ε)²)`, and `d/(r+ε)` at `r = 0`.
-pub fn normalize_backward(x: &[f32], d: &[f32], c: usize, d_x: &mut [f32]) {
+pub fn normalize_backward(workers: &Workers, x: &[f32], d: &[f32], c: usize, d_x: &mut [f32]) {
+    let ranges = row_ranges(workers, x.len() / c, c);
+    workers.for_ranges(
+        &ranges,
+        d_x,
+        |r| r * c,
+        |rows, out| {
+            let span = rows.start * c..rows.end * c;
+            normalize_backward_rows(&x[span.clone()], &d[span], c, out)
+        },
+    );
+}
+
+fn normalize_backward_rows(x: &[f32], d: &[f32], c: usize, d_x: &mut [f32]) {
     for ((xr, dr), gr) in x
         .chunks_exact(c)
         .zip(d.chunks_exact(c))
@@ -34,6 +70,98 @@ pub fn normalize_backward(x: &[f32], d: &[f32], c: usize, d_x: &mut [f32]) {
     }
 }
 
+/// The gradient scales of a per-pixel loss for one camera, formed exactly as
+/// [`masked_l1`] and [`cosine`] form them.
+#[derive(Clone, Copy, Debug)]
+pub struct LossScales {
+    /// Which terms.
+    pub kind: LossKind,
+    /// `1 / (C·H·W)`.
+    pub l1: f64,
+    /// `1 / (H·W)`.
+    pub cos: f64,
+    /// `weight · l1` as f32 (the L1 gradient magnitude).
+    pub l1_grad: f32,
+    /// `weight · cos` (the cosine gradient scale).
+    pub cos_grad: f32,
+}
+
+impl LossScales {
+    /// Scales for `c` channels over an image of `hw` pixels.
+    pub fn new(kind: LossKind, c: usize, hw: usize, weight: f32) -> Self {
+        let l1 = 1.0 / (c as f64 * hw as f64);
+        let cos = 1.0 / hw as f64;
+        LossScales {
+            kind,
+            l1,
+            cos,
+            l1_grad: (weight as f64 * l1) as f32,
+            cos_grad: weight * cos as f32,
+        }
+    }
+
+    /// The loss of one pixel row `f` against its target `g`: writes `d` (the
+    /// weighted gradient) and adds the row's terms to `sums` (L1, 1 − cos).
+    #[inline(always)]
+    pub fn row(&self, f: &[f32], g: &[f32], d: &mut [f32], sums: &mut (f64, f64)) {
+        match self.kind {
+            LossKind::MaskedL1 => sums.0 += l1_row(f, g, self.l1_grad, d) as f64,
+            LossKind::Cosine => sums.1 += cosine_row(f, g, self.cos_grad, d, false) as f64,
+            LossKind::L1Cosine => {
+                sums.0 += l1_row(f, g, self.l1_grad, d) as f64;
+                sums.1 += cosine_row(f, g, self.cos_grad, d, true) as f64;
+            }
+        }
+    }
+
+    /// `weight · L` from the summed terms.
+    pub fn value(&self, sums: (f64, f64), weight: f32) -> f64 {
+        (sums.0 * self.l1 + sums.1 * self.cos) * weight as f64
+    }
+}
+
+/// One row of the masked L1: `Σ|f − g|`, and `d = g_scale·sign(f − g)` (sign(0) = 0).
+#[inline(always)]
+pub fn l1_row(f: &[f32], g: &[f32], g_scale: f32, d: &mut [f32]) -> f32 {
+    let mut row = 0.0f32;
+    for ((fv, gv), dv) in f.iter().zip(g).zip(d.iter_mut()) {
+        let diff = fv - gv;
+        row += diff.abs();
+        *dv = if diff > 0.0 {
+            g_scale
+        } else if diff < 0.0 {
+            -g_scale
+        } else {
+            0.0
+        };
+    }
+    row
+}
+
+/// One row of the cosine loss: `1 − cos(f, g)`, and `d (+)= gs·∂(1 − cos)/∂f`.
+#[inline(always)]
+pub fn cosine_row(f: &[f32], g: &[f32], gs: f32, d: &mut [f32], add: bool) -> f32 {
+    let nf = f.iter().map(|v| v * v).sum::<f32>().sqrt();
+    let ng = g.iter().map(|v| v * v).sum::<f32>().sqrt();
+    let dot: f32 = f.iter().zip(g).map(|(a, b)| a * b).sum();
+    let denom = (nf * ng).max(COS_EPS);
+    let cos = dot / denom;
+    for ((dv, fv), gv) in d.iter_mut().zip(f).zip(g) {
+        // ∂(1 − cos)/∂F = −(G/denom − cos·F/|F|²) when |F||G| > ε.
+        let grad = if nf * ng > COS_EPS {
+            -(gv / denom - cos * fv / (nf * nf))
+        } else {
+            -gv / denom
+        };
+        if add {
+            *dv += gs * grad;
+        } else {
+            *dv = gs * grad;
+        }
+    }
+    1.0 - cos
+}
+
 /// Masked L1 over valid pixels, normalised by `C·H·W`. Returns the loss; writes
 /// `weight · ∂L/∂F` into `d` (sign(0) = 0).
 pub fn masked_l1(
@@ -45,26 +173,13 @@ pub fn masked_l1(
     weight: f32,
     d: &mut [f32],
 ) -> f64 {
-    let scale = 1.0 / (c as f64 * hw as f64);
-    let g_scale = (weight as f64 * scale) as f32;
+    let s = LossScales::new(LossKind::MaskedL1, c, hw, weight);
     let mut sum = 0.0f64;
     for (i, &m) in mask.iter().enumerate() {
         let g = &table[m as usize * c..m as usize * c + c];
-        let mut row = 0.0f32;
-        for k in 0..c {
-            let diff = f[i * c + k] - g[k];
-            row += diff.abs();
-            d[i * c + k] = if diff > 0.0 {
-                g_scale
-            } else if diff < 0.0 {
-                -g_scale
-            } else {
-                0.0
-            };
-        }
-        sum += row as f64;
+        sum += l1_row(&f[i * c..i * c + c], g, s.l1_grad, &mut d[i * c..i * c + c]) as f64;
     }
-    sum * scale
+    sum * s.l1
 }
 
 /// Σ_valid (1 − cos(F, G)) / (H·W); writes (or, with `add`, adds) `weight · ∂L/∂F`.
@@ -78,38 +193,40 @@ pub fn cosine(
     d: &mut [f32],
     add: bool,
 ) -> f64 {
-    let scale = 1.0 / hw as f64;
+    let s = LossScales::new(LossKind::Cosine, c, hw, weight);
     let mut sum = 0.0f64;
     for (i, &m) in mask.iter().enumerate() {
         let g = &table[m as usize * c..m as usize * c + c];
         let fr = &f[i * c..i * c + c];
-        let nf = fr.iter().map(|v| v * v).sum::<f32>().sqrt();
-        let ng = g.iter().map(|v| v * v).sum::<f32>().sqrt();
-        let dot: f32 = fr.iter().zip(g).map(|(a, b)| a * b).sum();
-        let denom = (nf * ng).max(COS_EPS);
-        let cos = dot / denom;
-        sum += (1.0 - cos) as f64;
-        let dr = &mut d[i * c..i * c + c];
-        let gs = weight * scale as f32;
-        for k in 0..c {
-            // ∂(1 − cos)/∂F = −(G/denom − cos·F/|F|²) when |F||G| > ε.
-            let grad = if nf * ng > COS_EPS {
-                -(g[k] / denom - cos * fr[k] / (nf * nf))
-            } else {
-                -g[k] / denom
-            };
-            if add {
-                dr[k] += gs * grad;
-            } else {
-                dr[k] = gs * grad;
-            }
-        }
+        sum += cosine_row(fr, g, s.cos_grad, &mut d[i * c..i * c + c], add) as f64;
     }
-    sum * scale
+    sum * s.cos
 }
 
-/// Fused Adam (PyTorch's formulation) over one buffer.
-pub fn adam(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], hp: &AdamParams) {
+/// Fused Adam (PyTorch's formulation) over one buffer, split over the workers.
+pub fn adam(
+    workers: &Workers,
+    p: &mut [f32],
+    g: &[f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    hp: &AdamParams,
+) {
+    let n = p.len();
+    let ranges = row_ranges(workers, n, 1);
+    let m_parts = crate::pool::split_mut(&ranges, m, |i| i);
+    let v_parts = crate::pool::split_mut(&ranges, v, |i| i);
+    let jobs: Vec<_> = crate::pool::split_mut(&ranges, p, |i| i)
+        .into_iter()
+        .zip(m_parts)
+        .zip(v_parts)
+        .collect();
+    workers.run_jobs(jobs, |(((r, p), (_, m)), (_, v))| {
+        adam_span(p, &g[r], m, v, hp)
+    });
+}
+
+fn adam_span(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], hp: &AdamParams) {
     let t = hp.step.max(1) as i32;
     let bc1 = 1.0 - (hp.beta1 as f64).powi(t);
     let bc2 = 1.0 - (hp.beta2 as f64).powi(t);
@@ -135,10 +252,11 @@ mod tests {
         let x = [0.3f32, -1.2, 0.7, 0.0, 0.0, 0.0];
         let d = [0.5f32, 0.25, -1.0, 1.0, -2.0, 0.5];
         let mut gx = [0f32; 6];
-        normalize_backward(&x, &d, 3, &mut gx);
+        let w = Workers::new(1);
+        normalize_backward(&w, &x, &d, 3, &mut gx);
         let f = |x: &[f32]| {
             let mut o = [0f32; 3];
-            normalize(&x[..3], 3, &mut o);
+            normalize(&w, &x[..3], 3, &mut o);
             o.iter()
                 .zip(&d[..3])
                 .map(|(a, b)| (a * b) as f64)
@@ -173,7 +291,7 @@ mod tests {
             step: 1,
             grad_scale: 1.0,
         };
-        adam(&mut p, &g, &mut m, &mut v, &hp);
+        adam(&Workers::new(1), &mut p, &g, &mut m, &mut v, &hp);
         assert!(
             (p[0] - 0.9).abs() < 1e-6 && (p[1] + 0.9).abs() < 1e-6 && p[2] == 0.0,
             "{p:?}"

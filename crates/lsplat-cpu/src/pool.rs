@@ -68,18 +68,7 @@ impl Workers {
             }
             return;
         }
-        let mut rest = out;
-        let mut consumed = 0;
-        let mut jobs = Vec::with_capacity(ranges.len());
-        for r in ranges {
-            let (a, b) = (bounds(r.start), bounds(r.end));
-            let tail = std::mem::take(&mut rest);
-            let (_, tail) = tail.split_at_mut(a - consumed);
-            let (chunk, tail) = tail.split_at_mut(b - a);
-            rest = tail;
-            consumed = b;
-            jobs.push((r.clone(), chunk));
-        }
+        let jobs = split_mut(ranges, out, bounds);
         let f = &f;
         self.pool.scope(|s| {
             for (r, chunk) in jobs {
@@ -87,6 +76,28 @@ impl Workers {
             }
         });
     }
+}
+
+/// Splits `out` so that range `r` owns `out[bounds(r.start)..bounds(r.end)]` (ranges
+/// ascending; the gaps between them are owned by nobody).
+pub fn split_mut<'a, T>(
+    ranges: &[std::ops::Range<usize>],
+    out: &'a mut [T],
+    bounds: impl Fn(usize) -> usize,
+) -> Vec<(std::ops::Range<usize>, &'a mut [T])> {
+    let mut rest = out;
+    let mut consumed = 0;
+    let mut jobs = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        let (a, b) = (bounds(r.start), bounds(r.end));
+        let tail = std::mem::take(&mut rest);
+        let (_, tail) = tail.split_at_mut(a - consumed);
+        let (chunk, tail) = tail.split_at_mut(b - a);
+        rest = tail;
+        consumed = b;
+        jobs.push((r.clone(), chunk));
+    }
+    jobs
 }
 
 /// Splits `0..cost.len()` into at most `parts` contiguous ranges of roughly equal
@@ -120,6 +131,24 @@ pub fn balanced_ranges(
 }
 
 impl Workers {
+    /// Runs `f` on every job (one task each; inline when there is one job or one
+    /// worker) and returns the results in job order.
+    pub fn run_jobs<J: Send, R: Send + 'static>(
+        &self,
+        jobs: Vec<J>,
+        f: impl Fn(J) -> R + Sync,
+    ) -> Vec<R> {
+        if jobs.len() <= 1 || self.threads <= 1 {
+            return jobs.into_iter().map(f).collect();
+        }
+        let f = &f;
+        self.pool.scope(|s| {
+            for j in jobs {
+                s.spawn(async move { f(j) });
+            }
+        })
+    }
+
     /// Runs `f` on each range and returns the results in range order.
     pub fn map_ranges<R: Send + 'static>(
         &self,
@@ -137,6 +166,33 @@ impl Workers {
             }
         })
     }
+}
+
+/// Read bandwidth of main memory in bytes per second: the best of `passes` parallel
+/// sums over a 256 MiB buffer (far larger than any cache) on the pool.
+pub fn read_bandwidth(workers: &Workers, passes: usize) -> f64 {
+    const LEN: usize = (256 << 20) / 4;
+    const BLOCK: usize = 1 << 18;
+    // Touch every page before timing.
+    let src: Vec<f32> = (0..LEN).map(|i| (i % 1024) as f32).collect();
+    let blocks = LEN / BLOCK;
+    let ranges = balanced_ranges(std::iter::repeat_n(1u64, blocks), blocks, workers.threads());
+    let mut best = f64::INFINITY;
+    for _ in 0..passes.max(1) {
+        let t0 = std::time::Instant::now();
+        let parts = workers.map_ranges(&ranges, |r| {
+            let mut acc = [0f32; 16];
+            for c in src[r.start * BLOCK..r.end * BLOCK].chunks_exact(16) {
+                for (a, v) in acc.iter_mut().zip(c) {
+                    *a += v;
+                }
+            }
+            acc.iter().sum::<f32>()
+        });
+        std::hint::black_box(parts.iter().sum::<f32>());
+        best = best.min(t0.elapsed().as_secs_f64());
+    }
+    (LEN * 4) as f64 / best
 }
 
 #[cfg(test)]

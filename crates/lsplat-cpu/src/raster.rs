@@ -2,12 +2,11 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use lsplat_core::constants::{ALPHA_THRESHOLD, MAX_ALPHA, TRANSMITTANCE_STOP};
-
 use crate::bins::CpuBins;
 use crate::channels::Channels;
 use crate::pool::{Workers, balanced_ranges};
 use crate::project::ProjSplat;
+pub use crate::walk::TileWalker;
 
 /// A host pixel set (tile-major pixels with per-tile offsets).
 #[derive(Clone, Copy)]
@@ -20,65 +19,33 @@ pub struct Pixels<'a> {
     pub width: u32,
 }
 
-/// Walks the front-to-back list of one pixel with the rasterizer's rules and calls
-/// `visit(k, g, w)` for each contributing pair: `k` is the position in `list`, `g` the
-/// Gaussian, `w = α·T` its weight. `local[k]` is the projected splat of `list[k]`
-/// (gathered once per tile by [`gather`], so the walk reads contiguous memory).
-#[inline(always)]
-pub fn walk_pixel(
-    local: &[ProjSplat],
-    list: &[u32],
-    px: f64,
-    py: f64,
-    mut visit: impl FnMut(usize, u32, f32),
-) {
-    let mut t = 1.0f32;
-    for (k, s) in local.iter().enumerate() {
-        let dx = s.xy[0] - px;
-        let dy = s.xy[1] - py;
-        let sigma = 0.5 * (s.conic[0] * dx * dx + s.conic[2] * dy * dy) + s.conic[1] * dx * dy;
-        if sigma < 0.0 {
-            continue;
-        }
-        let alpha = (s.opacity * (-(sigma as f32)).exp()).min(MAX_ALPHA);
-        if alpha < ALPHA_THRESHOLD {
-            continue;
-        }
-        let next_t = t * (1.0 - alpha);
-        if next_t <= TRANSMITTANCE_STOP {
-            break;
-        }
-        visit(k, list[k], alpha * t);
-        t = next_t;
-    }
-}
+/// Per-task scratch: each task of a range-parallel op works in its own state
+/// (allocated once, reused every step).
+pub struct TaskScratch<T>(Vec<Mutex<T>>);
 
-/// Per-task scratch: each task of a tile-parallel op gathers its current tile's splats
-/// into its own buffer (allocated once, reused every step).
-pub struct TileScratch(Vec<Mutex<Vec<ProjSplat>>>);
+/// Each task of a tile-parallel op gathers its current tile's splats into its own
+/// walker.
+pub type TileScratch = TaskScratch<TileWalker>;
 
-impl TileScratch {
+impl<T: Default> TaskScratch<T> {
     /// Scratch for up to `tasks` concurrent tasks.
     pub fn new(tasks: usize) -> Self {
-        TileScratch((0..tasks.max(1)).map(|_| Mutex::new(Vec::new())).collect())
+        TaskScratch(
+            (0..tasks.max(1))
+                .map(|_| Mutex::new(T::default()))
+                .collect(),
+        )
     }
 
-    /// The buffer of the task that handles `range` (its index among `ranges`).
+    /// The state of the task that handles `range` (its index among `ranges`).
     pub fn slot(
         &self,
         ranges: &[std::ops::Range<usize>],
         range: &std::ops::Range<usize>,
-    ) -> MutexGuard<'_, Vec<ProjSplat>> {
+    ) -> MutexGuard<'_, T> {
         let i = ranges.partition_point(|r| r.start < range.start) % self.0.len();
         self.0[i].lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-/// Copies the splats of `list` into `local`, in list order.
-#[inline]
-pub fn gather(splats: &[ProjSplat], list: &[u32], local: &mut Vec<ProjSplat>) {
-    local.clear();
-    local.extend(list.iter().map(|&g| splats[g as usize]));
 }
 
 /// Pixel centre of pixel index `p`.
@@ -128,18 +95,18 @@ pub fn rasterize<C: Channels>(
         |t| offs[t] as usize * c,
         |tiles, chunk| {
             let base = offs[tiles.start] as usize;
-            let mut local = scratch.slot(&ranges, &tiles);
+            let mut walker = scratch.slot(&ranges, &tiles);
             for t in tiles {
                 let list = bins.tile(t);
                 if offs[t] == offs[t + 1] {
                     continue;
                 }
-                gather(splats, list, &mut local);
+                walker.gather(splats, list);
                 for i in offs[t] as usize..offs[t + 1] as usize {
                     let (cx, cy) = centre(px.pixels[i], px.width);
                     let row = &mut chunk[(i - base) * c..(i - base + 1) * c];
                     let mut acc = C::zeros();
-                    walk_pixel(&local, list, cx, cy, |_, g, w| {
+                    walker.walk(list, cx, cy, |_, g, w| {
                         let xg = &x[g as usize * c..g as usize * c + c];
                         C::axpy(&mut acc, w, xg);
                     });
@@ -176,18 +143,18 @@ pub fn rasterize_backward<C: Channels>(
         |t| boffs[t] as usize * c,
         |tiles, chunk| {
             let base = boffs[tiles.start] as usize;
-            let mut local = scratch.slot(&ranges, &tiles);
+            let mut walker = scratch.slot(&ranges, &tiles);
             for t in tiles {
                 let list = bins.tile(t);
                 let start = boffs[t] as usize - base;
                 if offs[t] == offs[t + 1] {
                     continue;
                 }
-                gather(splats, list, &mut local);
+                walker.gather(splats, list);
                 for i in offs[t] as usize..offs[t + 1] as usize {
                     let (cx, cy) = centre(px.pixels[i], px.width);
                     let d = &d_out[i * c..i * c + c];
-                    walk_pixel(&local, list, cx, cy, |k, _, w| {
+                    walker.walk(list, cx, cy, |k, _, w| {
                         let slot = &mut chunk[(start + k) * c..(start + k + 1) * c];
                         for (s, dv) in slot.iter_mut().zip(d) {
                             *s += w * dv;

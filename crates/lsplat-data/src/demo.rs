@@ -134,6 +134,30 @@ pub fn generate(cfg: &DemoConfig, level: u8) -> Result<Demo, DataError> {
     })
 }
 
+impl Demo {
+    /// The labels of another level for the same cameras (ray cast again; the scene's
+    /// own labels are those of the level it was generated for).
+    pub fn labels(&self, level: u8) -> Result<Vec<ImageLabels>, DataError> {
+        if !(1..=3).contains(&level) {
+            return Err(DataError::Scene(format!(
+                "demo level {level} is not 1, 2 or 3"
+            )));
+        }
+        self.scene
+            .cameras
+            .iter()
+            .map(|cam| {
+                label_image(
+                    cam,
+                    &self.objects,
+                    level,
+                    &self.segment_features[level as usize - 1],
+                )
+            })
+            .collect()
+    }
+}
+
 /// Object surface splats (85%) and floor clutter (15%).
 fn make_gaussians(rng: &mut Rng, objects: &[DemoObject], n: usize, floor_radius: f32) -> Gaussians {
     let n_floor = (n * 15 / 100).max(1);
@@ -323,6 +347,23 @@ mod tests {
             with_teacher > n * 8 / 10,
             "{with_teacher} of {n} on objects"
         );
+    }
+
+    #[test]
+    fn labels_of_another_level_match_a_scene_generated_for_it() {
+        let cfg = DemoConfig {
+            cameras: 3,
+            width: 64,
+            height: 48,
+            ..DemoConfig::default()
+        };
+        let one = generate(&cfg, 1).unwrap();
+        assert_eq!(
+            one.labels(2).unwrap(),
+            generate(&cfg, 2).unwrap().scene.labels
+        );
+        assert_eq!(one.labels(1).unwrap(), one.scene.labels);
+        assert!(one.labels(0).is_err());
     }
 
     #[test]

@@ -207,6 +207,41 @@ impl SceneData {
         }
         Ok(())
     }
+
+    /// Checks the labels of a further level against this scene: one label set per
+    /// camera, with its name and size and the scene's feature dimension.
+    pub fn validate_level(&self, labels: &[ImageLabels]) -> Result<(), DataError> {
+        if labels.len() != self.cameras.len() {
+            return Err(DataError::Scene(format!(
+                "{} cameras but {} label sets",
+                self.cameras.len(),
+                labels.len()
+            )));
+        }
+        for (cam, lab) in self.cameras.iter().zip(labels) {
+            lab.validate()?;
+            if cam.name != lab.name || (cam.width, cam.height) != (lab.width, lab.height) {
+                return Err(DataError::Labels {
+                    image: lab.name.clone(),
+                    problem: format!(
+                        "labels `{}` ({}x{}) do not match camera `{}` ({}x{})",
+                        lab.name, lab.width, lab.height, cam.name, cam.width, cam.height
+                    ),
+                });
+            }
+            if lab.dim != self.dim() {
+                return Err(DataError::Labels {
+                    image: lab.name.clone(),
+                    problem: format!(
+                        "feature dimension {} differs from {} of the first level",
+                        lab.dim,
+                        self.dim()
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
 use crate::DataError;
-use crate::ply::{SplatPly, lang_property_names, write_ply};
+use crate::ply::{SplatPly, lang_property_names, write_ply_with_comments};
 
 /// Schema of the output `features.parquet`: `gaussian` UInt32, `feature`
 /// FixedSizeList<Float32, dim>.
@@ -24,8 +24,18 @@ pub fn gaussian_features_schema(dim: usize) -> Schema {
     ])
 }
 
-/// Writes `[N, dim]` features to `path` (zstd, row groups of 64k Gaussians), atomically.
-pub fn write_gaussian_features(path: &Path, features: &[f32], dim: usize) -> Result<(), DataError> {
+/// What a run's per-Gaussian features are, for the metadata of its outputs: the
+/// features as the renderer composites them (render them without normalisation).
+pub const FEATURES_NOTE: &str = "per-Gaussian features as composited: F(pixel) = sum of alpha*T*feature; render them as stored, without per-Gaussian normalisation";
+
+/// Writes `[N, dim]` features to `path` (zstd, row groups of 64k Gaussians), atomically;
+/// `metadata` becomes the file's key-value metadata.
+pub fn write_gaussian_features(
+    path: &Path,
+    features: &[f32],
+    dim: usize,
+    metadata: &[(&str, &str)],
+) -> Result<(), DataError> {
     if dim == 0 || !features.len().is_multiple_of(dim) {
         return Err(DataError::format(
             path,
@@ -35,8 +45,13 @@ pub fn write_gaussian_features(path: &Path, features: &[f32], dim: usize) -> Res
     let schema = Arc::new(gaussian_features_schema(dim));
     let (target, file) = crate::io::AtomicTarget::create(path)?;
     let result = (|| -> Result<File, Box<dyn std::error::Error>> {
+        let kv = metadata
+            .iter()
+            .map(|(k, v)| parquet::file::metadata::KeyValue::new(k.to_string(), v.to_string()))
+            .collect();
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
+            .set_key_value_metadata(Some(kv))
             .build();
         let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props))?;
         let n = features.len() / dim;
@@ -59,12 +74,13 @@ pub fn write_gaussian_features(path: &Path, features: &[f32], dim: usize) -> Res
 }
 
 /// Writes the input splats in the Inria layout with `f_lang_0..dim-1` appended
-/// (replacing any `f_lang_*` the input had), atomically.
+/// (replacing any `f_lang_*` the input had) and `comments` in the header, atomically.
 pub fn write_splats_with_features(
     path: &Path,
     input: &SplatPly,
     features: &[f32],
     dim: usize,
+    comments: &[&str],
 ) -> Result<(), DataError> {
     let n = input.gaussians.len();
     if features.len() != n * dim {
@@ -91,7 +107,7 @@ pub fn write_splats_with_features(
         out.extra
             .extend_from_slice(&features[i * dim..(i + 1) * dim]);
     }
-    write_ply(path, &out)
+    write_ply_with_comments(path, &out, comments)
 }
 
 #[cfg(test)]
@@ -105,11 +121,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f.parquet");
         let feats: Vec<f32> = (0..30).map(|v| v as f32 * 0.5).collect();
-        write_gaussian_features(&p, &feats, 3).unwrap();
-        let r = ParquetRecordBatchReaderBuilder::try_new(File::open(&p).unwrap())
-            .unwrap()
-            .build()
+        write_gaussian_features(&p, &feats, 3, &[("lsplat.features", "composited")]).unwrap();
+        let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(&p).unwrap()).unwrap();
+        let kv = builder
+            .metadata()
+            .file_metadata()
+            .key_value_metadata()
             .unwrap();
+        assert!(
+            kv.iter()
+                .any(|e| e.key == "lsplat.features" && e.value.as_deref() == Some("composited"))
+        );
+        let r = builder.build().unwrap();
         let mut got = Vec::new();
         let mut ids = Vec::new();
         for b in r {
@@ -132,7 +155,7 @@ mod tests {
         }
         assert_eq!(ids, (0..10).collect::<Vec<u32>>());
         assert_eq!(got, feats);
-        assert!(write_gaussian_features(&p, &feats[..4], 3).is_err());
+        assert!(write_gaussian_features(&p, &feats[..4], 3, &[]).is_err());
     }
 
     #[test]
@@ -150,7 +173,7 @@ mod tests {
         input.extra_names = vec!["f_lang_0".into(), "semantic".into()];
         input.extra = vec![9.0, 1.0, 9.0, 2.0, 9.0, 3.0, 9.0, 4.0];
         let feats: Vec<f32> = (0..8).map(|v| v as f32).collect();
-        write_splats_with_features(&p, &input, &feats, 2).unwrap();
+        write_splats_with_features(&p, &input, &feats, 2, &["made by a test"]).unwrap();
         let bytes = std::fs::read(&p).unwrap();
         let header = String::from_utf8_lossy(
             &bytes[..bytes.windows(10).position(|w| w == b"end_header").unwrap()],
@@ -159,6 +182,10 @@ mod tests {
             header.lines().any(|l| l.starts_with("comment")
                 && l.contains("unit quaternions")
                 && l.contains("normalised")),
+            "{header}"
+        );
+        assert!(
+            header.lines().any(|l| l == "comment made by a test"),
             "{header}"
         );
         let back = crate::ply::read_ply(&p).unwrap();

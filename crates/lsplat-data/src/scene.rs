@@ -4,7 +4,7 @@ use std::path::Path;
 
 use lsplat_core::config::SceneConfig;
 
-use crate::{DataError, SceneData};
+use crate::{DataError, ImageLabels, SceneData};
 
 /// The splats, cameras and per-image labels of the scene, plus the PLY as read
 /// (colours and extra properties, for writing the output PLY).
@@ -13,6 +13,8 @@ pub struct LoadedScene {
     pub data: SceneData,
     /// The input PLY.
     pub ply: crate::ply::SplatPly,
+    /// Labels of the further levels asked for (`[level][camera]`), after `data`'s.
+    pub more_levels: Vec<Vec<ImageLabels>>,
 }
 
 fn required<'a>(p: &'a Option<std::path::PathBuf>, key: &str) -> Result<&'a Path, DataError> {
@@ -28,6 +30,15 @@ fn required<'a>(p: &'a Option<std::path::PathBuf>, key: &str) -> Result<&'a Path
 /// size differs from its labels' (a downscaled image set, LangSplat's height-1080
 /// rule) is rescaled to the labels' size, which is the training resolution.
 pub fn load_scene(scene: &SceneConfig) -> Result<LoadedScene, DataError> {
+    load_scene_levels(scene, &[scene.level])
+}
+
+/// [`load_scene`] for several levels at once (each file is read once): `data` holds
+/// the labels of `levels[0]`, `more_levels` those of the others, in order.
+pub fn load_scene_levels(scene: &SceneConfig, levels: &[u8]) -> Result<LoadedScene, DataError> {
+    if levels.is_empty() {
+        return Err(DataError::Scene("no level to load".into()));
+    }
     let splats = required(&scene.splats, "splats")?;
     let cams_path = required(&scene.cameras, "cameras")?;
     let dataset = required(&scene.dataset, "dataset")?;
@@ -35,7 +46,8 @@ pub fn load_scene(scene: &SceneConfig) -> Result<LoadedScene, DataError> {
     let mut cameras = crate::cameras::load_cameras(cams_path)?;
     cameras.sort_by(|a, b| a.name.cmp(&b.name));
     let names: Vec<String> = cameras.iter().map(|c| c.name.clone()).collect();
-    let labels = crate::dataset::load_dataset_labels(dataset, scene.level, &names)?;
+    let mut all = crate::dataset::load_dataset_levels(dataset, levels, &names)?;
+    let labels = all.remove(0);
     for (cam, lab) in cameras.iter_mut().zip(&labels) {
         *cam = fit_camera(cam, &lab.name, (lab.width, lab.height))?;
     }
@@ -45,7 +57,14 @@ pub fn load_scene(scene: &SceneConfig) -> Result<LoadedScene, DataError> {
         labels,
     };
     data.validate()?;
-    Ok(LoadedScene { data, ply })
+    for more in &all {
+        data.validate_level(more)?;
+    }
+    Ok(LoadedScene {
+        data,
+        ply,
+        more_levels: all,
+    })
 }
 
 /// `cam` at the size of its labels (`image`'s map): unchanged when the sizes agree,

@@ -33,6 +33,12 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// Human-readable description (device name, threads).
     fn describe(&self) -> String;
 
+    /// Most channels one `rasterize`, `rasterize_backward`, `spmm` or `spmm_t` call
+    /// takes; callers with more split them (see `lsplat_device::channel_chunks`).
+    fn max_channels(&self) -> usize {
+        1024
+    }
+
     /// A zeroed buffer of `len` elements.
     fn alloc<T: Element>(&self, len: usize) -> Result<Self::Buf<T>>;
     /// A buffer holding a copy of `data`.
@@ -47,6 +53,11 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn synchronize(&self) -> Result<()>;
     /// Free and total memory, where the device can tell.
     fn memory(&self) -> Option<MemoryInfo>;
+    /// Measured read bandwidth of the device's memory in bytes per second, where the
+    /// backend can measure it (takes a moment: for benchmarks).
+    fn read_bandwidth(&self) -> Option<f64> {
+        None
+    }
 
     /// Makes the geometry resident.
     fn upload_geometry(&self, gaussians: &Gaussians) -> Result<Self::Geometry>;
@@ -147,6 +158,63 @@ pub trait Backend: Send + Sync + Sized + 'static {
         slot: usize,
         accumulate: bool,
     ) -> Result<()>;
+    /// Zeroes groups of channels row by row: `values` is `[rows, groups·group_len]`,
+    /// and group `g` of row `r` is set to 0 where `keep[r·groups + g] == 0` (used to
+    /// apply per-level valid masks to products over a union of pixel sets).
+    ///
+    /// The default copies through the host; backends override it.
+    fn mask_groups(
+        &self,
+        values: &mut Self::Buf<f32>,
+        keep: &Self::Buf<u8>,
+        rows: usize,
+        groups: usize,
+        group_len: usize,
+    ) -> Result<()> {
+        crate::check::at_least(
+            "mask_groups",
+            "values",
+            Self::buf_len(values),
+            rows * groups * group_len,
+        )?;
+        crate::check::at_least("mask_groups", "keep", Self::buf_len(keep), rows * groups)?;
+        let keep = self.download(keep)?;
+        let mut host = self.download(values)?;
+        crate::host::mask_groups(&mut host, &keep, rows, groups, group_len);
+        *values = self.upload(&host)?;
+        Ok(())
+    }
+
+    /// One camera's forward, per-pixel loss and backward through its cached operator
+    /// (whose rows are `gt.pixels`): `F = W·x`, the loss of [`Backend::pixel_loss`]
+    /// (`weight · L` into `loss[slot]`, added when `accumulate`), and
+    /// `d_x += Wᵀ·(weight · ∂L/∂F)`. `rendered` and `d_rendered` are work buffers
+    /// (`[gt.pixels.len, C]` or longer) whose contents afterwards are unspecified.
+    ///
+    /// The default runs the three ops one after the other; a backend may fuse them
+    /// into one pass over the operator. Results equal the default's to float rounding
+    /// (the order of the sums in `Wᵀ` differs).
+    fn operator_loss_step(
+        &self,
+        kind: LossKind,
+        op: &Self::Operator,
+        x: &Self::Buf<f32>,
+        gt: &GroundTruth<Self>,
+        weight: f32,
+        work: (&mut Self::Buf<f32>, &mut Self::Buf<f32>),
+        d_x: &mut Self::Buf<f32>,
+        loss: &mut Self::Buf<f32>,
+        slot: usize,
+        accumulate: bool,
+    ) -> Result<()> {
+        let (rendered, d_rendered) = work;
+        self.spmm(op, x, gt.channels, rendered)?;
+        self.pixel_loss(
+            kind, rendered, gt, weight, d_rendered, loss, slot, accumulate,
+        )?;
+        self.spmm_t(op, d_rendered, gt.channels, d_x)
+    }
+
     /// One fused Adam step over a parameter buffer.
     fn adam_step(
         &self,

@@ -12,6 +12,7 @@
 mod backend;
 pub mod check;
 mod error;
+pub mod host;
 mod types;
 
 pub use backend::Backend;
@@ -19,6 +20,15 @@ pub use error::DeviceError;
 pub use types::{
     AdamParams, CameraParams, Element, GroundTruth, MemoryInfo, OperatorStats, PixelSet,
 };
+
+/// Splits `channels` into consecutive ranges of at most `max` channels (for ops
+/// called with more channels than a backend's [`Backend::max_channels`]).
+pub fn channel_chunks(channels: usize, max: usize) -> Vec<std::ops::Range<usize>> {
+    let max = max.max(1);
+    (0..channels.div_ceil(max))
+        .map(|i| i * max..((i + 1) * max).min(channels))
+        .collect()
+}
 
 /// Result alias of this crate.
 pub type Result<T, E = DeviceError> = std::result::Result<T, E>;

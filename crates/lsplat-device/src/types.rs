@@ -155,8 +155,10 @@ pub struct OperatorStats {
     pub rows: usize,
     /// Non-zero weights.
     pub nnz: usize,
-    /// Bytes held (both orientations, indices and weights).
+    /// Bytes held (every orientation kept, indices and weights).
     pub bytes: usize,
+    /// Bytes one product (`spmm`, `spmm_t` or the fused step) reads from the operator.
+    pub pass_bytes: usize,
 }
 
 /// Device memory.

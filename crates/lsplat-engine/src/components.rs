@@ -35,6 +35,18 @@ pub struct Gradients<B: Backend> {
     pub d_x: B::Buf<f32>,
 }
 
+impl<B: Backend> Gradients<B> {
+    /// What the backward of the renders accumulates into: ∂L/∂(rendered features)
+    /// under the V1 normalisation, ∂L/∂x otherwise.
+    pub fn target(&mut self, normalize: bool) -> &mut B::Buf<f32> {
+        if normalize {
+            &mut self.d_rendered
+        } else {
+            &mut self.d_x
+        }
+    }
+}
+
 /// Adam moments.
 #[derive(Component)]
 pub struct AdamState<B: Backend> {
@@ -56,6 +68,15 @@ pub struct CameraView {
 /// Host-side compact labels of the camera (source of its ground truth).
 #[derive(Component)]
 pub struct Labels(pub ImageLabels);
+
+/// Host-side labels of further levels solved together with [`Labels`]' level (in
+/// `solve.levels` order after the first).
+#[derive(Component)]
+pub struct MoreLevels(pub Vec<ImageLabels>);
+
+/// Marks a camera held out of fitting (`eval.holdout`): it is only evaluated.
+#[derive(Component, Clone, Copy, Debug)]
+pub struct HeldOut;
 
 /// Device-resident ground truth of the camera.
 #[derive(Component)]

@@ -47,6 +47,10 @@ impl TrainSystems {
 #[derive(ScheduleLabel, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TrainStep;
 
+/// The one-shot schedule of a training-free fit (a solver plugin's systems).
+#[derive(ScheduleLabel, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Fit;
+
 /// Orders the phases: the one place where their order is declared.
 pub fn configure_phases(schedule: &mut Schedule) {
     use TrainSystems::*;
@@ -99,11 +103,12 @@ impl<F: FnOnce(&mut Engine)> Plugin for F {
     }
 }
 
-/// The world and the step schedule.
+/// The world, the step schedule and the fit schedule.
 pub struct Engine {
     /// Entities, components and resources.
     pub world: World,
     schedule: Schedule,
+    fit: Schedule,
     plugins: Vec<&'static str>,
 }
 
@@ -119,11 +124,14 @@ impl Engine {
         let mut schedule = Schedule::new(TrainStep);
         schedule.set_executor(SingleThreadedExecutor::default());
         configure_phases(&mut schedule);
+        let mut fit = Schedule::new(Fit);
+        fit.set_executor(SingleThreadedExecutor::default());
         let mut world = World::new();
         world.init_resource::<Fault>();
         Engine {
             world,
             schedule,
+            fit,
             plugins: Vec::new(),
         }
     }
@@ -157,6 +165,25 @@ impl Engine {
     ) -> &mut Self {
         self.schedule.add_systems(systems);
         self
+    }
+
+    /// Adds systems to the fit schedule (run once by [`Engine::fit`]).
+    pub fn add_fit_systems<M>(
+        &mut self,
+        systems: impl IntoScheduleConfigs<ScheduleSystem, M>,
+    ) -> &mut Self {
+        self.fit.add_systems(systems);
+        self
+    }
+
+    /// Runs the fit schedule once. A system that failed leaves its error in the
+    /// [`Fault`] resource, which is returned here.
+    pub fn fit(&mut self) -> Result<(), EngineError> {
+        self.fit.run(&mut self.world);
+        match self.world.resource_mut::<Fault>().0.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Inserts a resource.

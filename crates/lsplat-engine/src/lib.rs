@@ -3,7 +3,8 @@
 //! Splat clouds and cameras are entities; device buffers are owned by their
 //! components; singletons are resources. One training step is one run of the
 //! [`Engine`]'s schedule, whose phases are the [`TrainSystems`] sets, chained in
-//! [`configure_phases`]. Systems are thin adapters over plain functions of the
+//! [`configure_phases`]. A training-free solver is a plugin whose system runs once in
+//! the [`Fit`] schedule instead. Systems are thin adapters over plain functions of the
 //! domain crates. Behaviour is added by [`Plugin`]s (bevy_app is not used: its
 //! per-update overhead is measurable at thousands of steps per second).
 
@@ -18,7 +19,8 @@ pub mod session;
 pub mod systems;
 pub mod timing;
 
-pub use engine::{Engine, Plugin, TrainSystems, configure_phases};
+pub use engine::{Engine, Fit, Plugin, TrainSystems, configure_phases};
 pub use error::EngineError;
+pub use lsplat_render::EvalReport;
 pub use plugins::{CheckpointPlugin, MetricsFilePlugin};
-pub use session::{EvalReport, Session, StepRecord};
+pub use session::{Quality, Session, StepRecord};

@@ -240,3 +240,31 @@ impl<B: Backend> Plugin for CheckpointPlugin<B> {
         );
     }
 }
+
+/// A training-free solver (`train.solver = average | lsq`): its system runs once in
+/// the [`crate::Fit`] schedule (see [`crate::Session::fit`]) over the cameras not
+/// held out, and leaves the solution in the splat cloud's features and a
+/// [`crate::resources::FitReport`].
+pub struct SolverPlugin<B: Backend> {
+    /// Method, levels and settings.
+    pub settings: crate::resources::SolverSettings,
+    /// The backend.
+    pub backend: PhantomData<B>,
+}
+
+impl<B: Backend> SolverPlugin<B> {
+    /// The plugin for `settings`.
+    pub fn new(settings: crate::resources::SolverSettings) -> Self {
+        SolverPlugin {
+            settings,
+            backend: PhantomData,
+        }
+    }
+}
+
+impl<B: Backend> Plugin for SolverPlugin<B> {
+    fn build(self, engine: &mut Engine) {
+        engine.insert_resource(self.settings);
+        engine.add_fit_systems(crate::systems::solve::fit::<B>);
+    }
+}

@@ -1,7 +1,7 @@
 //! Resources: the singletons of a training run.
 
 use bevy_ecs::prelude::*;
-use lsplat_core::config::{LossKind, RenderConfig, TrainConfig};
+use lsplat_core::config::{LossKind, RenderConfig, SolveConfig, SolverKind, TrainConfig};
 use lsplat_device::Backend;
 use lsplat_render::Scratch;
 
@@ -163,3 +163,46 @@ impl Fault {
 /// Camera entities by scene index.
 #[derive(Resource, Clone, Debug, Default)]
 pub struct CameraIndex(pub Vec<Entity>);
+
+/// What a solver plugin fits, and how.
+#[derive(Resource, Clone, Debug)]
+pub struct SolverSettings {
+    /// `average` or `lsq`.
+    pub kind: SolverKind,
+    /// Levels (in the order of the camera's `Labels` then `MoreLevels`).
+    pub levels: Vec<u8>,
+    /// Tolerance, iterations, λ, ε.
+    pub solve: SolveConfig,
+    /// Bytes the solver's operators may hold.
+    pub budget: u64,
+}
+
+/// The outcome of a fit (inserted by the solver's system).
+#[derive(Resource, Clone, Debug)]
+pub struct FitReport {
+    /// The method.
+    pub kind: SolverKind,
+    /// Levels solved.
+    pub levels: Vec<u8>,
+    /// Wall seconds of the fit.
+    pub seconds: f64,
+    /// Per level: Gaussians no valid pixel of a fitted camera weighs (zero features).
+    pub unweighted: Vec<usize>,
+    /// `lsq`: iterations run (0 for `average`).
+    pub iterations: u32,
+    /// `lsq`: relative residual per level after each iteration (entry 0: warm start).
+    pub residuals: Vec<Vec<f64>>,
+    /// `lsq`: every level reached `solve.tol`.
+    pub converged: bool,
+    /// `lsq`: fitted cameras whose operator stayed cached / was rebuilt every pass.
+    pub cached: usize,
+    /// See `cached`.
+    pub streamed: usize,
+    /// What fitting did to each camera (walks, operator builds, products).
+    pub visits: lsplat_solve::Visits,
+}
+
+/// Operators a solver built over the union of the levels' valid pixels, kept for
+/// evaluating the fitted cameras (indexed like the cameras).
+#[derive(Resource)]
+pub struct FitOperators<B: Backend>(pub Vec<Option<B::Operator>>);

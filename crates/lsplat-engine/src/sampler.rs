@@ -8,7 +8,8 @@
 /// starting at `r`, as PyTorch's distributed sampler does.
 #[derive(Clone, Debug)]
 pub struct CameraSampler {
-    cameras: usize,
+    /// The cameras sampled (scene indices).
+    pool: Vec<usize>,
     seed: u64,
     rank: usize,
     world: usize,
@@ -20,13 +21,21 @@ pub struct CameraSampler {
 impl CameraSampler {
     /// A sampler over `cameras` cameras for `rank` of `world`.
     pub fn new(cameras: usize, seed: u64, rank: usize, world: usize) -> Result<Self, String> {
+        Self::over((0..cameras).collect(), seed, rank, world)
+    }
+
+    /// A sampler over the cameras of `pool` (scene indices; e.g. those not held out).
+    /// Each epoch permutes the positions in `pool`, so with every camera in the pool
+    /// it draws what [`CameraSampler::new`] draws.
+    pub fn over(pool: Vec<usize>, seed: u64, rank: usize, world: usize) -> Result<Self, String> {
+        let cameras = pool.len();
         if cameras < world.max(1) {
             return Err(format!(
                 "{cameras} cameras cannot be shared by {world} ranks"
             ));
         }
         let mut s = CameraSampler {
-            cameras,
+            pool,
             seed,
             rank,
             world: world.max(1),
@@ -39,11 +48,11 @@ impl CameraSampler {
     }
 
     fn fill_epoch(&mut self) {
-        let mut perm: Vec<usize> = (0..self.cameras).collect();
+        let mut perm: Vec<usize> = (0..self.pool.len()).collect();
         let mut rng =
             lsplat_core::Rng::new(self.seed ^ self.epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         rng.shuffle(&mut perm);
-        let keep = self.cameras - self.cameras % self.world;
+        let keep = self.pool.len() - self.pool.len() % self.world;
         self.order.clear();
         self.order
             .extend(perm[..keep].iter().skip(self.rank).step_by(self.world));
@@ -58,7 +67,7 @@ impl CameraSampler {
         }
         let c = self.order[self.cursor];
         self.cursor += 1;
-        c
+        self.pool[c]
     }
 
     /// Cameras drawn so far (what a checkpoint stores).
@@ -137,5 +146,16 @@ mod tests {
         all.dedup();
         assert_eq!(all.len(), 6);
         assert!(CameraSampler::new(1, 0, 0, 2).is_err());
+    }
+
+    #[test]
+    fn a_pool_is_sampled_and_nothing_else() {
+        let mut s = CameraSampler::over(vec![0, 1, 3, 4, 6], 9, 0, 1).unwrap();
+        let mut seen: Vec<usize> = (0..5).map(|_| s.next_camera()).collect();
+        seen.sort();
+        assert_eq!(seen, vec![0, 1, 3, 4, 6]);
+        let mut a = CameraSampler::over((0..7).collect(), 3, 0, 1).unwrap();
+        let mut b = CameraSampler::new(7, 3, 0, 1).unwrap();
+        assert!((0..20).all(|_| a.next_camera() == b.next_camera()));
     }
 }

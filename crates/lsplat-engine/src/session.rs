@@ -2,19 +2,22 @@
 
 use std::marker::PhantomData;
 
-use bevy_ecs::prelude::*;
 use lsplat_core::Config;
-use lsplat_data::SceneData;
+use lsplat_core::config::SolverKind;
+use lsplat_data::{ImageLabels, SceneData};
 use lsplat_device::Backend;
-use lsplat_render::{CacheLevel, Scratch, cache};
+use lsplat_render::{CacheLevel, EvalReport, RasterCache, Scratch};
 
 use crate::components::{
-    AdamState, Cache, CameraView, FeatureParams, Geometry, Gradients, GroundTruth, Labels, Shard,
+    AdamState, Cache, CameraView, FeatureParams, Geometry, Gradients, HeldOut, Labels, MoreLevels,
+    Shard,
 };
-use crate::plugins::{BackendPlugin, LossPlugin, MetricsPlugin, OperatorCachePlugin, TilePlugin};
+use crate::plugins::{
+    BackendPlugin, LossPlugin, MetricsPlugin, OperatorCachePlugin, SolverPlugin, TilePlugin,
+};
 use crate::resources::{
-    CacheStats, CameraIndex, Collective, Dev, Fault, Frame, Frames, LogSink, Metrics,
-    RenderSettings, Sampler, Step, TrainSettings,
+    CacheStats, CameraIndex, Collective, Dev, Fault, FitOperators, FitReport, Frame, Frames,
+    LogSink, Metrics, RenderSettings, Sampler, SolverSettings, Step, TrainSettings,
 };
 use crate::sampler::CameraSampler;
 use crate::{Engine, EngineError};
@@ -28,23 +31,27 @@ pub struct StepRecord {
     pub loss: f32,
 }
 
-/// Quality of the learned features on the valid pixels of every camera.
+/// Quality of the features of one level on the fitted and on the held-out cameras.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct EvalReport {
-    /// Mean over valid pixels of cos(rendered, target).
-    pub mean_cosine: f64,
-    /// Mean over cameras of the masked L1 loss (normalised by C·H·W).
-    pub mean_l1: f64,
-    /// Valid pixels evaluated.
-    pub pixels: usize,
+pub struct Quality {
+    /// The level.
+    pub level: u8,
+    /// Cameras used for fitting.
+    pub fitted: EvalReport,
+    /// Cameras held out (`eval.holdout`), when any.
+    pub held_out: Option<EvalReport>,
 }
 
-/// An engine set up to train one scene.
+/// An engine set up to fit one scene: trained step by step (`train.solver = adam`)
+/// or solved once (`average`, `lsq`).
 pub struct Session<B: Backend> {
-    /// The engine (world + schedule).
+    /// The engine (world + schedules).
     pub engine: Engine,
     config: Config,
+    /// Channels C of one level.
     channels: usize,
+    /// Levels fitted (one for Adam).
+    levels: Vec<u8>,
     backend: PhantomData<B>,
 }
 
@@ -56,17 +63,53 @@ fn default_budget<B: Backend>(dev: &B) -> u64 {
 impl<B: Backend> Session<B> {
     /// Builds the engine: plugins, the splat entity, one entity per camera.
     pub fn new(dev: B, config: &Config, scene: SceneData) -> Result<Self, EngineError> {
+        Self::with_levels(dev, config, scene, Vec::new())
+    }
+
+    /// [`Session::new`] with the labels of further levels (`[level][camera]`, in
+    /// `solve.levels` order after the scene's own), solved together by a solver.
+    pub fn with_levels(
+        dev: B,
+        config: &Config,
+        scene: SceneData,
+        more_levels: Vec<Vec<ImageLabels>>,
+    ) -> Result<Self, EngineError> {
         config
             .validate()
             .map_err(|e| EngineError::Config(e.to_string()))?;
         scene.validate()?;
+        for more in &more_levels {
+            scene.validate_level(more)?;
+        }
+        let solver = config.train.solver;
+        let levels = if config.solve.levels.is_empty() {
+            vec![config.scene.level]
+        } else {
+            config.solve.levels.clone()
+        };
+        if levels.len() != 1 + more_levels.len() {
+            return Err(EngineError::Config(format!(
+                "{} levels configured but labels for {} given",
+                levels.len(),
+                1 + more_levels.len()
+            )));
+        }
         let n = scene.gaussians.len();
         let c = scene.dim();
-        let batch = config.train.batch_size as usize;
-        if batch > scene.cameras.len() {
+        let cams = scene.cameras.len();
+        let held_out: Vec<bool> = (0..cams).map(|i| config.eval.is_held_out(i)).collect();
+        let fitted: Vec<usize> = (0..cams).filter(|&i| !held_out[i]).collect();
+        if config.eval.holdout > 0 && fitted.len() == cams {
             return Err(EngineError::Config(format!(
-                "train.batch_size = {batch} exceeds the {} cameras",
-                scene.cameras.len()
+                "eval.holdout = {} holds out none of the {cams} cameras",
+                config.eval.holdout
+            )));
+        }
+        let batch = config.train.batch_size as usize;
+        if solver == SolverKind::Adam && batch > fitted.len() {
+            return Err(EngineError::Config(format!(
+                "train.batch_size = {batch} exceeds the {} fitted cameras",
+                fitted.len()
             )));
         }
         let budget = config
@@ -74,59 +117,80 @@ impl<B: Backend> Session<B> {
             .cache_budget
             .unwrap_or_else(|| default_budget(&dev));
         let geometry = dev.upload_geometry(&scene.gaussians)?;
-        let max_valid = scene
-            .labels
-            .iter()
-            .map(|l| l.valid.len())
-            .max()
-            .unwrap_or(0)
-            .max(1);
-        let mut frames = Vec::with_capacity(batch);
-        for _ in 0..batch {
-            frames.push(Frame::<B> {
-                rendered: dev.alloc(max_valid * c)?,
-                d_rendered: dev.alloc(max_valid * c)?,
-                scratch: Scratch::default(),
-            });
-        }
-        let x = if config.train.init_std > 0.0 {
-            let mut rng = lsplat_core::Rng::new(config.train.seed ^ 0x1a17);
-            let init: Vec<f32> = (0..n * c)
-                .map(|_| config.train.init_std * rng.normal())
-                .collect();
-            dev.upload(&init)?
-        } else {
-            dev.alloc(n * c)?
-        };
-        let params = FeatureParams::<B> {
-            x,
-            rendered: dev.alloc(n * c)?,
-            channels: c,
-        };
-        let grads = Gradients::<B> {
-            d_rendered: dev.alloc(n * c)?,
-            d_x: dev.alloc(n * c)?,
-        };
-        let adam = AdamState::<B> {
-            m: dev.alloc(n * c)?,
-            v: dev.alloc(n * c)?,
-        };
+        let width = c * levels.len();
 
         let mut engine = Engine::new();
         engine
             .add_plugin(BackendPlugin(dev))
             .add_plugin(TilePlugin {
                 tile_size: config.render.tile_size,
-            })
-            .add_plugin(LossPlugin::<B>::new(config.train.loss))
-            .add_plugin(OperatorCachePlugin::<B>::new(budget))
-            .add_plugin(MetricsPlugin::<B>::new(config.log.every as u64));
+            });
+        let dev = &engine.world.resource::<Dev<B>>().0;
+        let x = if config.train.init_std > 0.0 && solver == SolverKind::Adam {
+            let mut rng = lsplat_core::Rng::new(config.train.seed ^ 0x1a17);
+            let init: Vec<f32> = (0..n * c)
+                .map(|_| config.train.init_std * rng.normal())
+                .collect();
+            dev.upload(&init)?
+        } else {
+            dev.alloc(n * width)?
+        };
+        // A solver fits x directly; the training buffers are only needed by Adam.
+        let train_len = if solver == SolverKind::Adam { n * c } else { 1 };
+        let params = FeatureParams::<B> {
+            x,
+            rendered: dev.alloc(train_len)?,
+            channels: width,
+        };
+        let grads = Gradients::<B> {
+            d_rendered: dev.alloc(train_len)?,
+            d_x: dev.alloc(train_len)?,
+        };
+        let adam = AdamState::<B> {
+            m: dev.alloc(train_len)?,
+            v: dev.alloc(train_len)?,
+        };
+        let mut frames = Vec::new();
+        if solver == SolverKind::Adam {
+            let max_valid = scene
+                .labels
+                .iter()
+                .map(|l| l.valid.len())
+                .max()
+                .unwrap_or(0)
+                .max(1);
+            for _ in 0..batch {
+                frames.push(Frame::<B> {
+                    rendered: dev.alloc(max_valid * c)?,
+                    d_rendered: dev.alloc(max_valid * c)?,
+                    scratch: Scratch::default(),
+                });
+            }
+        }
+        match solver {
+            SolverKind::Adam => {
+                engine
+                    .add_plugin(LossPlugin::<B>::new(config.train.loss))
+                    .add_plugin(OperatorCachePlugin::<B>::new(budget))
+                    .add_plugin(MetricsPlugin::<B>::new(config.log.every as u64));
+            }
+            kind => {
+                engine.world.init_resource::<CacheStats>();
+                engine.world.init_resource::<LogSink>();
+                engine.add_plugin(SolverPlugin::<B>::new(SolverSettings {
+                    kind,
+                    levels: levels.clone(),
+                    solve: config.solve.clone(),
+                    budget,
+                }));
+            }
+        }
         if let Some(e) = engine.world.resource_mut::<Fault>().0.take() {
             return Err(e);
         }
         let collective = Collective::default();
-        let sampler = CameraSampler::new(
-            scene.cameras.len(),
+        let sampler = CameraSampler::over(
+            fitted,
             config.train.seed,
             collective.rank,
             collective.world_size,
@@ -149,9 +213,10 @@ impl<B: Backend> Session<B> {
             adam,
         ));
         let allowed = CacheLevel::from_mode(config.render.cache);
-        let mut index = Vec::with_capacity(scene.cameras.len());
+        let mut index = Vec::with_capacity(cams);
+        let mut more: Vec<_> = more_levels.into_iter().map(Vec::into_iter).collect();
         for (i, (camera, labels)) in scene.cameras.into_iter().zip(scene.labels).enumerate() {
-            let e = engine.world.spawn((
+            let mut e = engine.world.spawn((
                 CameraView { camera, index: i },
                 Labels(labels),
                 Cache::<B> {
@@ -161,6 +226,14 @@ impl<B: Backend> Session<B> {
                 },
                 Shard(0),
             ));
+            if !more.is_empty() {
+                e.insert(MoreLevels(
+                    more.iter_mut().filter_map(Iterator::next).collect(),
+                ));
+            }
+            if held_out[i] {
+                e.insert(HeldOut);
+            }
             index.push(e.id());
         }
         engine.insert_resource(CameraIndex(index));
@@ -169,6 +242,7 @@ impl<B: Backend> Session<B> {
             engine,
             config: config.clone(),
             channels: c,
+            levels,
             backend: PhantomData,
         })
     }
@@ -233,8 +307,35 @@ impl<B: Backend> Session<B> {
         Ok(())
     }
 
-    /// Runs one training step.
+    /// Runs the solver (sessions with `train.solver = average | lsq`): fits every
+    /// level over the cameras not held out and returns what happened.
+    pub fn fit(&mut self) -> Result<FitReport, EngineError> {
+        if self.config.train.solver == SolverKind::Adam {
+            return Err(EngineError::Config(
+                "train.solver = adam trains step by step (Session::step), it has no fit".into(),
+            ));
+        }
+        self.engine.fit()?;
+        self.engine
+            .world
+            .get_resource::<FitReport>()
+            .cloned()
+            .ok_or_else(|| EngineError::Config("the solver reported nothing".into()))
+    }
+
+    /// Levels fitted (one for Adam; `solve.levels` for a solver).
+    pub fn levels(&self) -> &[u8] {
+        &self.levels
+    }
+
+    /// Runs one training step (`train.solver = adam`).
     pub fn step(&mut self) -> Result<(), EngineError> {
+        if self.config.train.solver != SolverKind::Adam {
+            return Err(EngineError::Config(format!(
+                "train.solver = {} is solved once (Session::fit), not stepped",
+                self.config.train.solver.name()
+            )));
+        }
         self.engine.step()
     }
 
@@ -243,7 +344,7 @@ impl<B: Backend> Session<B> {
         self.engine.world.resource::<Step>().0
     }
 
-    /// Feature channels C.
+    /// Feature channels C of one level.
     pub fn channels(&self) -> usize {
         self.channels
     }
@@ -281,9 +382,11 @@ impl<B: Backend> Session<B> {
         Ok(world.resource::<Dev<B>>().0.download(&p.x)?)
     }
 
-    /// The per-Gaussian features as rendered `[N, C]` (unit rows for V1).
+    /// The per-Gaussian features as the renderer composites them, `[N, L·C]` (level
+    /// after level per Gaussian; L = 1 for Adam): unit rows under the V1
+    /// normalisation, the solution itself for a solver.
     pub fn features(&mut self) -> Result<Vec<f32>, EngineError> {
-        let normalize = self.config.train.normalize;
+        let normalize = self.config.train.normalize && self.config.train.solver == SolverKind::Adam;
         let world = &mut self.engine.world;
         let mut q = world.query::<&FeatureParams<B>>();
         let p = q.single(world).expect("one splat cloud");
@@ -304,73 +407,53 @@ impl<B: Backend> Session<B> {
     }
 
     /// Renders every camera's valid pixels with the current features and compares
-    /// them with the targets.
+    /// them with the targets (the first level).
     pub fn evaluate(&mut self) -> Result<EvalReport, EngineError> {
+        let all: Vec<usize> = (0..self.engine.world.resource::<CameraIndex>().0.len()).collect();
+        Ok(self.evaluate_cameras(&all)?[0])
+    }
+
+    /// Quality of every level on the fitted and on the held-out cameras.
+    pub fn quality(&mut self) -> Result<Vec<Quality>, EngineError> {
+        let cams = self.engine.world.resource::<CameraIndex>().0.len();
+        let (fitted, held): (Vec<usize>, Vec<usize>) =
+            (0..cams).partition(|&i| !self.config.eval.is_held_out(i));
+        let f = self.evaluate_cameras(&fitted)?;
+        let h = if held.is_empty() {
+            None
+        } else {
+            Some(self.evaluate_cameras(&held)?)
+        };
+        Ok(self
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(l, &level)| Quality {
+                level,
+                fitted: f[l],
+                held_out: h.as_ref().map(|h| h[l]),
+            })
+            .collect())
+    }
+
+    /// One report per level over `cameras`, through each camera's cached operator
+    /// where it has one.
+    fn evaluate_cameras(&mut self, cameras: &[usize]) -> Result<Vec<EvalReport>, EngineError> {
         let feats = self.features()?;
-        let world = &mut self.engine.world;
-        let tile = self.config.render.tile_size;
-        let clip = (self.config.render.near, self.config.render.far);
-        let mut geo_q = world.query::<&Geometry<B>>();
-        let mut cams = world.query::<(&CameraView, &Labels, &Cache<B>, Option<&GroundTruth<B>>)>();
-        let world = &*world;
-        let geometry = geo_q.single(world).expect("one splat cloud");
-        let dev = &world.resource::<Dev<B>>().0;
-        let c = self.channels;
-        let x = dev.upload(&feats)?;
-        let (mut cos_sum, mut pixels, mut l1_sum, mut n_cams) = (0f64, 0usize, 0f64, 0usize);
-        for (view, labels, cached, gt) in cams.iter(world) {
-            let owned;
-            let gt = match gt {
-                Some(g) => &g.0,
-                None => {
-                    owned = crate::gt::upload(dev, &labels.0, tile)?;
-                    &owned
+        crate::systems::solve::with_problem::<B, _>(&mut self.engine.world, |world, dev, p| {
+            let solved = world.get_resource::<FitOperators<B>>();
+            let index = &world.resource::<CameraIndex>().0;
+            let operator = |cam: usize| -> Option<&B::Operator> {
+                if let Some(ops) = solved {
+                    return ops.0.get(cam).and_then(Option::as_ref);
+                }
+                match &world.get::<Cache<B>>(index[cam])?.cache {
+                    RasterCache::Operator { op } => Some(op),
+                    _ => None,
                 }
             };
-            let grid = gt.pixels.grid;
-            let mut scratch = Scratch::<B>::default();
-            if cached.cache.level() == CacheLevel::None {
-                cache::project(
-                    dev,
-                    &geometry.buffers,
-                    &view.camera,
-                    grid,
-                    clip,
-                    &mut scratch,
-                )?;
-                cache::bin(dev, grid, &mut scratch)?;
-            }
-            let mut out = dev.alloc::<f32>(gt.pixels.len * c)?;
-            cache::forward(dev, &cached.cache, &scratch, &gt.pixels, &x, c, &mut out)?;
-            let rendered = dev.download(&out)?;
-            let mask = dev.download(&gt.mask)?;
-            let table = dev.download(&gt.table)?;
-            let mut l1 = 0f64;
-            for (i, &m) in mask.iter().enumerate() {
-                let f = &rendered[i * c..(i + 1) * c];
-                let g = &table[m as usize * c..(m as usize + 1) * c];
-                let dot: f64 = f
-                    .iter()
-                    .zip(g)
-                    .map(|(a, b)| (*a as f64) * (*b as f64))
-                    .sum();
-                let nf: f64 = f.iter().map(|a| (*a as f64).powi(2)).sum::<f64>().sqrt();
-                let ng: f64 = g.iter().map(|a| (*a as f64).powi(2)).sum::<f64>().sqrt();
-                cos_sum += dot / (nf * ng).max(1e-12);
-                l1 += f
-                    .iter()
-                    .zip(g)
-                    .map(|(a, b)| (*a as f64 - *b as f64).abs())
-                    .sum::<f64>();
-            }
-            pixels += mask.len();
-            l1_sum += l1 / (c as f64 * grid.pixel_count() as f64);
-            n_cams += 1;
-        }
-        Ok(EvalReport {
-            mean_cosine: cos_sum / pixels.max(1) as f64,
-            mean_l1: l1_sum / n_cams.max(1) as f64,
-            pixels,
+            lsplat_solve::evaluate(dev, p, &feats, cameras, operator)
+                .map_err(crate::systems::solve::solve_error)
         })
     }
 }

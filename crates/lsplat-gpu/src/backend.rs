@@ -33,6 +33,10 @@ impl<R: Runtime> Backend for GpuBackend<R> {
         )
     }
 
+    fn max_channels(&self) -> usize {
+        raster::MAX_CHANNELS
+    }
+
     fn alloc<T: Element>(&self, len: usize) -> Result<GpuBuf<R, T>> {
         buf::alloc(&self.gpu, len)
     }
@@ -156,6 +160,7 @@ impl<R: Runtime> Backend for GpuBackend<R> {
             rows: op.rows,
             nnz: op.nnz,
             bytes: op.bytes(),
+            pass_bytes: op.pass_bytes(),
         }
     }
 
@@ -265,6 +270,24 @@ impl<R: Runtime> Backend for GpuBackend<R> {
         ops::pixel_loss(
             &self.gpu, kind, rendered, gt, weight, d_rendered, loss, slot, accumulate,
         )
+    }
+
+    fn mask_groups(
+        &self,
+        values: &mut GpuBuf<R, f32>,
+        keep: &GpuBuf<R, u8>,
+        rows: usize,
+        groups: usize,
+        group_len: usize,
+    ) -> Result<()> {
+        check_min(
+            "mask_groups",
+            "values",
+            values.len(),
+            rows * groups * group_len,
+        )?;
+        check_min("mask_groups", "keep", keep.len(), rows * groups)?;
+        ops::mask_groups(&self.gpu, values, keep, rows, groups, group_len)
     }
 
     fn adam_step(

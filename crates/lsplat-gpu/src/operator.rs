@@ -64,6 +64,11 @@ impl<R: Runtime> GpuOperator<R> {
         (self.rows, self.cols, self.nnz)
     }
 
+    /// Bytes one orientation holds (what one product reads of the operator).
+    pub fn pass_bytes(&self) -> usize {
+        self.row_ptr.bytes() + self.col_idx.bytes() + self.row_w.bytes()
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.row_ptr.bytes()

@@ -160,3 +160,38 @@ pub(crate) fn adam<R: Runtime>(
     // grad_scale)`; the four buffers hold n floats (checked by the caller).
     unsafe { gpu.launch(Kernel::Optim, 0, 0, "ls_adam", dims, &mut a) }
 }
+
+pub(crate) fn mask_groups<R: Runtime>(
+    gpu: &Gpu<R>,
+    values: &mut GpuBuf<R, f32>,
+    keep: &GpuBuf<R, u8>,
+    rows: usize,
+    groups: usize,
+    group_len: usize,
+) -> Result<(), DeviceError> {
+    let total = (rows * groups) as u64;
+    if total == 0 || group_len == 0 {
+        return Ok(());
+    }
+    crate::algo::check_u32("mask_groups", "groups", groups)?;
+    crate::algo::check_u32("mask_groups", "group length", group_len)?;
+    let mut a = KernelArgs::new();
+    a.push(values.ptr())
+        .push(keep.ptr())
+        .push(rows as u64)
+        .push(groups as u32)
+        .push(group_len as u32);
+    // SAFETY: matches `ls_mask_groups(float* values, const unsigned char* keep, u64 rows,
+    // u32 groups, u32 group_len)`; the caller checked values ≥ rows·groups·group_len
+    // and keep ≥ rows·groups elements.
+    unsafe {
+        gpu.launch(
+            Kernel::Optim,
+            0,
+            0,
+            "ls_mask_groups",
+            LaunchDims::cover(total, 256),
+            &mut a,
+        )
+    }
+}

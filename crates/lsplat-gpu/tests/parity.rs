@@ -19,6 +19,7 @@ gpu_tests!(
     infinite_gradients_stay_where_the_cpu_puts_them,
     losses_match,
     normalize_and_adam_are_bitwise_equal,
+    mask_groups_and_operator_loss_step_match,
 );
 
 /// Allowed mismatching elements: float decisions at thresholds may flip on a few.
@@ -415,4 +416,105 @@ fn infinite_gradients_stay_where_the_cpu_puts_them<R: Runtime>(gpu: &GpuBackend<
         .filter(|(a, b)| a.is_infinite() != b.is_infinite())
         .count();
     assert!(moved <= allowed(infinite), "{moved} infinities moved");
+}
+
+/// `mask_groups` (a kernel) equals the host reference bitwise; the GPU's
+/// `operator_loss_step` (the trait's spmm → loss → spmm_t) matches the CPU's fused
+/// pass for every per-pixel loss.
+fn mask_groups_and_operator_loss_step_match<R: Runtime>(gpu: &GpuBackend<R>) {
+    let cpu = CpuBackend::new(1);
+    let mut rng = Rng::new(seed());
+    let (rows, groups, len) = (301, 3, 5);
+    let v = values(&mut rng, rows * groups * len);
+    let keep: Vec<u8> = (0..rows * groups).map(|_| rng.below(2) as u8).collect();
+    let mut expect = v.clone();
+    lsplat_device::host::mask_groups(&mut expect, &keep, rows, groups, len);
+    let mut vg = gpu.upload(&v).unwrap();
+    gpu.mask_groups(&mut vg, &gpu.upload(&keep).unwrap(), rows, groups, len)
+        .unwrap();
+    compare(
+        "mask_groups",
+        &gpu.download(&vg).unwrap(),
+        &expect,
+        0.0,
+        0.0,
+        0,
+    );
+    assert!(expect.iter().filter(|x| **x == 0.0).count() > rows);
+
+    let c = 3;
+    let s = scene(&mut rng, 2000, 120, 90, 16);
+    let (gc, gg) = (
+        cpu.upload_geometry(&s.gaussians).unwrap(),
+        gpu.upload_geometry(&s.gaussians).unwrap(),
+    );
+    let (mut pc, mut pg) = (Default::default(), Default::default());
+    let (mut bc, mut bg) = (Default::default(), Default::default());
+    cpu.project(&gc, &s.camera, s.grid, &mut pc).unwrap();
+    gpu.project(&gg, &s.camera, s.grid, &mut pg).unwrap();
+    cpu.bin_and_sort(&pc, s.grid, &mut bc).unwrap();
+    gpu.bin_and_sort(&pg, s.grid, &mut bg).unwrap();
+    let (gtc, gtg) = ground_truth(&mut rng, &cpu, gpu, s.grid, c);
+    let n = s.gaussians.len();
+    let wc = cpu
+        .build_operator(&pc, &bc, &gtc.pixels, n, WeightPrecision::F32)
+        .unwrap();
+    let wg = gpu
+        .build_operator(&pg, &bg, &gtg.pixels, n, WeightPrecision::F32)
+        .unwrap();
+    let x = values(&mut rng, n * c);
+    let start = values(&mut rng, n * c);
+    let rows = gtc.pixels.len;
+    for kind in [LossKind::MaskedL1, LossKind::Cosine, LossKind::L1Cosine] {
+        let (mut r, mut d) = (vec![0.0; rows * c], vec![0.0; rows * c]);
+        let (mut dc, mut lc) = (start.clone(), vec![0.5f32, 0.25]);
+        cpu.operator_loss_step(
+            kind,
+            &wc,
+            &x,
+            &gtc,
+            0.7,
+            (&mut r, &mut d),
+            &mut dc,
+            &mut lc,
+            1,
+            true,
+        )
+        .unwrap();
+        let mut rg = gpu.alloc::<f32>(rows * c).unwrap();
+        let mut dg = gpu.alloc::<f32>(rows * c).unwrap();
+        let mut tg = gpu.upload(&start).unwrap();
+        let mut lg = gpu.upload(&[0.5f32, 0.25]).unwrap();
+        gpu.operator_loss_step(
+            kind,
+            &wg,
+            &gpu.upload(&x).unwrap(),
+            &gtg,
+            0.7,
+            (&mut rg, &mut dg),
+            &mut tg,
+            &mut lg,
+            1,
+            true,
+        )
+        .unwrap();
+        // A pixel whose rendered value sits at a sign change of the L1 gradient may
+        // flip between the backends' last-bit-different weights.
+        compare(
+            "operator_loss_step d_x",
+            &gpu.download(&tg).unwrap(),
+            &dc,
+            1e-4,
+            1e-4,
+            allowed(dc.len()),
+        );
+        compare(
+            "operator_loss_step loss",
+            &gpu.download(&lg).unwrap(),
+            &lc,
+            1e-6,
+            1e-4,
+            0,
+        );
+    }
 }

@@ -8,10 +8,12 @@
 
 pub mod cache;
 pub mod device;
+pub mod eval;
 mod stub;
 
 pub use cache::{CacheLevel, RasterCache, Scratch};
 pub use device::{BackendVisitor, Device};
+pub use eval::{EvalReport, EvalSum};
 pub use lsplat_cpu::CpuBackend;
 pub use stub::StubBackend;
 

@@ -18,7 +18,7 @@ pub mod write;
 
 pub use features::{FeatureRows, map_dataset_features, read_feature_rows};
 pub use import::{import_langsplat, import_langsplat_with_progress};
-pub use read::load_dataset_labels;
+pub use read::{load_dataset_labels, load_dataset_levels};
 pub use rle::Runs;
 pub use schema::{FEATURES_FILE, MASKS_FILE, features_schema, masks_schema};
 pub use write::{DatasetWriter, ImportSummary};

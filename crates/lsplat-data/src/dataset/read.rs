@@ -1,4 +1,4 @@
-//! Streaming dataset reader: builds compact [`ImageLabels`] for one level.
+//! Streaming dataset reader: builds compact [`ImageLabels`] for one or more levels.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -69,12 +69,26 @@ pub fn load_dataset_labels(
     level: u8,
     names: &[String],
 ) -> Result<Vec<ImageLabels>, DataError> {
-    check_level(level)?;
+    let mut levels = load_dataset_levels(dataset_dir, &[level], names)?;
+    Ok(levels.pop().unwrap_or_default())
+}
+
+/// Loads the labels of several levels (`[level][camera]`, in the order of `levels`)
+/// in one pass over each file, with the checks of [`load_dataset_labels`] per level.
+pub fn load_dataset_levels(
+    dataset_dir: &Path,
+    levels: &[u8],
+    names: &[String],
+) -> Result<Vec<Vec<ImageLabels>>, DataError> {
+    for &level in levels {
+        check_level(level)?;
+    }
     let mp = dataset_dir.join(MASKS_FILE);
-    let mut pending: HashMap<String, Pending> = HashMap::new();
+    // Per image, one slot per entry of `levels`.
+    let mut pending: HashMap<String, Vec<Option<Pending>>> = HashMap::new();
     let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
-    let mut seen: Vec<String> = Vec::new();
-    let mut seen_set: HashSet<String> = HashSet::new();
+    let mut seen: Vec<Vec<String>> = vec![Vec::new(); levels.len()];
+    let mut seen_set: HashSet<(String, usize)> = HashSet::new();
     let masks_dim = for_each_batch(&mp, |b| {
         let c = Columns {
             batch: b,
@@ -91,7 +105,11 @@ pub fn load_dataset_labels(
             c.u32_list("run_length")?,
             c.u32_list("run_mask")?,
         );
-        for i in (0..b.num_rows()).filter(|&i| lv.value(i) == level) {
+        for i in 0..b.num_rows() {
+            let Some(li) = levels.iter().position(|&l| l == lv.value(i)) else {
+                continue;
+            };
+            let level = levels[li];
             let name = img.value(i).to_string();
             let runs = Runs {
                 starts: list_row(st, i),
@@ -106,31 +124,32 @@ pub fn load_dataset_labels(
                 return Err(bad(format!("image size {width}x{height} is too large")));
             }
             runs.check(n_px).map_err(bad)?;
-            if !seen_set.insert(name.clone()) {
+            if !seen_set.insert((name.clone(), li)) {
                 return Err(bad("appears twice".into()));
             }
-            seen.push(name.clone());
+            seen[li].push(name.clone());
             if wanted.contains(name.as_str()) {
                 let mut ids = runs.masks.clone();
                 ids.sort_unstable();
                 ids.dedup();
                 let filled = vec![false; ids.len()];
-                pending.insert(
-                    name,
-                    Pending {
-                        height,
-                        width,
-                        runs,
-                        ids,
-                        table: Vec::new(),
-                        filled,
-                    },
-                );
+                pending.entry(name).or_insert_with(|| {
+                    std::iter::repeat_with(|| None).take(levels.len()).collect()
+                })[li] = Some(Pending {
+                    height,
+                    width,
+                    runs,
+                    ids,
+                    table: Vec::new(),
+                    filled,
+                });
             }
         }
         Ok(())
     })?;
-    match_names(&mp, names, &seen)?;
+    for seen in &seen {
+        match_names(&mp, names, seen)?;
+    }
     let fp = dataset_dir.join(FEATURES_FILE);
     let mut dim = 0;
     let features_dim = for_each_batch(&fp, |b| {
@@ -141,28 +160,30 @@ pub fn load_dataset_labels(
         let (img, ids, (feat, d)) = (c.str("image")?, c.u32("mask_id")?, c.features("feature")?);
         dim = d;
         for i in 0..b.num_rows() {
-            let Some(p) = pending.get_mut(img.value(i)) else {
+            let Some(slots) = pending.get_mut(img.value(i)) else {
                 continue;
             };
-            let Ok(k) = p.ids.binary_search(&ids.value(i)) else {
-                continue;
-            };
-            if std::mem::replace(&mut p.filled[k], true) {
-                return Err(DataError::format(
-                    &fp,
-                    format!(
-                        "image `{}`: mask {} appears twice",
-                        img.value(i),
-                        ids.value(i)
-                    ),
-                ));
-            }
-            if p.table.is_empty() {
-                p.table = vec![0.0; p.ids.len() * d];
-            }
-            let row = feature_row(feat, i);
-            if let (Some(dst), true) = (p.table.get_mut(k * d..(k + 1) * d), row.len() == d) {
-                dst.copy_from_slice(&row);
+            for p in slots.iter_mut().flatten() {
+                let Ok(k) = p.ids.binary_search(&ids.value(i)) else {
+                    continue;
+                };
+                if std::mem::replace(&mut p.filled[k], true) {
+                    return Err(DataError::format(
+                        &fp,
+                        format!(
+                            "image `{}`: mask {} appears twice",
+                            img.value(i),
+                            ids.value(i)
+                        ),
+                    ));
+                }
+                if p.table.is_empty() {
+                    p.table = vec![0.0; p.ids.len() * d];
+                }
+                let row = feature_row(feat, i);
+                if let (Some(dst), true) = (p.table.get_mut(k * d..(k + 1) * d), row.len() == d) {
+                    dst.copy_from_slice(&row);
+                }
             }
         }
         Ok(())
@@ -171,37 +192,44 @@ pub fn load_dataset_labels(
         check_dim_metadata(&fp, features_dim, dim)?;
         check_dim_metadata(&mp, masks_dim, dim)?;
     }
-    let mut out = Vec::with_capacity(names.len());
-    for name in names {
-        let p = pending.remove(name).ok_or_else(|| {
-            DataError::format(&mp, format!("image `{name}` appears twice in the names"))
-        })?;
-        if let Some(k) = p.filled.iter().position(|f| !f) {
-            return Err(DataError::format(
-                &fp,
-                format!(
-                    "image `{name}`: mask {} (level {level}) has no feature row",
-                    p.ids[k]
-                ),
-            ));
+    let mut out = Vec::with_capacity(levels.len());
+    for (li, &level) in levels.iter().enumerate() {
+        let mut labels_of_level = Vec::with_capacity(names.len());
+        for name in names {
+            let p = pending
+                .get_mut(name)
+                .and_then(|slots| slots[li].take())
+                .ok_or_else(|| {
+                    DataError::format(&mp, format!("image `{name}` appears twice in the names"))
+                })?;
+            if let Some(k) = p.filled.iter().position(|f| !f) {
+                return Err(DataError::format(
+                    &fp,
+                    format!(
+                        "image `{name}`: mask {} (level {level}) has no feature row",
+                        p.ids[k]
+                    ),
+                ));
+            }
+            let (mut valid, mut mask) = (Vec::new(), Vec::new());
+            p.runs.expand(&mut valid, &mut mask);
+            for m in &mut mask {
+                *m = p.ids.binary_search(m).unwrap_or(0) as u32;
+            }
+            let labels = ImageLabels {
+                name: name.clone(),
+                width: p.width,
+                height: p.height,
+                valid,
+                mask,
+                features: p.table,
+                dim: dim.max(1),
+            };
+            labels.validate()?;
+            labels_of_level.push(labels);
         }
-        let (mut valid, mut mask) = (Vec::new(), Vec::new());
-        p.runs.expand(&mut valid, &mut mask);
-        for m in &mut mask {
-            *m = p.ids.binary_search(m).unwrap_or(0) as u32;
-        }
-        let labels = ImageLabels {
-            name: name.clone(),
-            width: p.width,
-            height: p.height,
-            valid,
-            mask,
-            features: p.table,
-            dim: dim.max(1),
-        };
-        labels.validate()?;
-        out.push(labels);
+        check_level_set(dataset_dir, level, &labels_of_level)?;
+        out.push(labels_of_level);
     }
-    check_level_set(dataset_dir, level, &out)?;
     Ok(out)
 }

@@ -71,6 +71,11 @@ fn import_then_load_matches_the_langsplat_reader() {
             let b = load_langsplat_labels(src.path(), level, &cams).unwrap();
             assert_eq!(a, b, "level {level}");
         }
+        // Several levels in one pass equal the levels loaded one by one.
+        let all = load_dataset_levels(&ds, &[3, 1, 2], &cams).unwrap();
+        for (labels, level) in all.iter().zip([3, 1, 2]) {
+            assert_eq!(labels, &load_dataset_labels(&ds, level, &cams).unwrap());
+        }
         let reader =
             SerializedFileReader::new(std::fs::File::open(ds.join(FEATURES_FILE)).unwrap())
                 .unwrap();

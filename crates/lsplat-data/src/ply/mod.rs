@@ -17,7 +17,7 @@ use lsplat_core::Gaussians;
 
 use crate::DataError;
 
-pub use write::{lang_property_names, write_ply};
+pub use write::{lang_property_names, write_ply, write_ply_with_comments};
 
 /// A splat PLY: geometry, colour SH coefficients and extra per-vertex properties.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -14,6 +14,15 @@ pub fn lang_property_names(dim: usize) -> Vec<String> {
 /// scale_0..2 rot_0..3`, all float, normals zero) followed by its extra properties,
 /// as `binary_little_endian`, atomically. Lengths and names are checked first.
 pub fn write_ply(path: &Path, ply: &SplatPly) -> Result<(), DataError> {
+    write_ply_with_comments(path, ply, &[])
+}
+
+/// [`write_ply`] with `comment` lines in the header (one line each, no newlines).
+pub fn write_ply_with_comments(
+    path: &Path,
+    ply: &SplatPly,
+    comments: &[&str],
+) -> Result<(), DataError> {
     let bad = |p: String| DataError::format(path, p);
     let g = &ply.gaussians;
     g.validate()?;
@@ -64,11 +73,17 @@ pub fn write_ply(path: &Path, ply: &SplatPly) -> Result<(), DataError> {
         }
         names.push(e.clone());
     }
-    let mut header = format!(
+    if let Some(c) = comments.iter().find(|c| c.contains(['\n', '\r'])) {
+        return Err(bad(format!("comment `{c}` spans several lines")));
+    }
+    let mut header = String::from(
         "ply\nformat binary_little_endian 1.0\n\
-         comment written by lsplat-engine; rot_0..3 are unit quaternions (w, x, y, z): the input rotations, normalised\n\
-         element vertex {n}\n"
+         comment written by lsplat-engine; rot_0..3 are unit quaternions (w, x, y, z): the input rotations, normalised\n",
     );
+    for c in comments {
+        header.push_str(&format!("comment {c}\n"));
+    }
+    header.push_str(&format!("element vertex {n}\n"));
     for name in &names {
         header.push_str(&format!("property float {name}\n"));
     }

@@ -7,3 +7,4 @@ pub mod checkpoint;
 pub mod log;
 pub mod optim;
 pub mod render;
+pub mod solve;

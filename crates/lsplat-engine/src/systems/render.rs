@@ -82,14 +82,21 @@ pub fn normalize_features<B: Backend>(
 }
 
 /// The features the rasterizer reads.
-fn rendered_features<B: Backend>(p: &FeatureParams<B>, normalize: bool) -> &B::Buf<f32> {
+pub(crate) fn rendered_features<B: Backend>(p: &FeatureParams<B>, normalize: bool) -> &B::Buf<f32> {
     if normalize { &p.rendered } else { &p.x }
 }
 
-/// Renders the batch cameras' valid pixels into their frames.
+/// Whether a camera's forward, loss and backward run fused (in the Loss phase).
+pub(crate) fn is_fused<B: Backend>(render: &RenderSettings, cache: &Cache<B>) -> bool {
+    render.0.fused && cache.cache.level() == CacheLevel::Operator
+}
+
+/// Renders the batch cameras' valid pixels into their frames (fused cameras render
+/// in the Loss phase).
 pub fn render_batch<B: Backend>(
     dev: Res<Dev<B>>,
     settings: Res<TrainSettings>,
+    render: Res<RenderSettings>,
     params: Single<&FeatureParams<B>>,
     mut frames: ResMut<Frames<B>>,
     batch: Query<(&Cache<B>, &GroundTruth<B>, &InBatch)>,
@@ -97,6 +104,9 @@ pub fn render_batch<B: Backend>(
 ) {
     let x = rendered_features(&params, settings.0.normalize);
     for (c, gt, slot) in &batch {
+        if is_fused(&render, c) {
+            continue;
+        }
         let frame = &mut frames.0[slot.slot];
         let r = cache::forward(
             &dev.0,
@@ -111,10 +121,12 @@ pub fn render_batch<B: Backend>(
     }
 }
 
-/// Accumulates `Wᵀ·dF` of every batch camera, then chains through the normalisation.
+/// Accumulates `Wᵀ·dF` of every unfused batch camera into the gradient the Loss phase
+/// zeroed (fused cameras added theirs there), then chains through the normalisation.
 pub fn backward_batch<B: Backend>(
     dev: Res<Dev<B>>,
     settings: Res<TrainSettings>,
+    render: Res<RenderSettings>,
     mut q: Single<(&FeatureParams<B>, &mut Gradients<B>)>,
     frames: Res<Frames<B>>,
     batch: Query<(&Cache<B>, &GroundTruth<B>, &InBatch)>,
@@ -123,17 +135,15 @@ pub fn backward_batch<B: Backend>(
     let (params, grads) = &mut *q;
     let c = params.channels;
     let normalize = settings.0.normalize;
-    let target = if normalize {
-        &mut grads.d_rendered
-    } else {
-        &mut grads.d_x
-    };
-    fault.check(dev.0.fill(target, 0.0));
+    let target = grads.target(normalize);
     // In slot order: the sum over the batch must not depend on how the ECS happens to
     // store the cameras (it differs between an uninterrupted and a resumed run).
     let slots = settings.0.batch_size as usize;
     let ordered = (0..slots).flat_map(|s| batch.iter().filter(move |(.., b)| b.slot == s));
     for (cache, gt, slot) in ordered {
+        if is_fused(&render, cache) {
+            continue;
+        }
         let frame = &frames.0[slot.slot];
         fault.check(cache::backward(
             &dev.0,
