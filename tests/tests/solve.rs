@@ -496,7 +496,19 @@ fn solvers_run_on_the_gpu_backend() {
     };
     let (ga, gl, gv) = simt.visit(job());
     let (ca, cl, cv) = job().visit(CpuBackend::new(2));
-    assert_eq!(gv, cv, "the same cameras are walked, built and multiplied");
+    // CG may stop one iteration apart on the two backends (rounding near `tol`), so
+    // the product counts may differ; which cameras are touched may not.
+    assert_eq!(
+        (&gv.walks, &gv.builds),
+        (&cv.walks, &cv.builds),
+        "the same cameras are walked and built"
+    );
+    let touched = |v: &[u64]| v.iter().map(|&n| n > 0).collect::<Vec<_>>();
+    assert_eq!(
+        touched(&gv.products),
+        touched(&cv.products),
+        "the same cameras are multiplied"
+    );
     let close = |what: &str, a: &[f32], b: &[f32], tol: f32| {
         let worst = a
             .iter()
