@@ -211,6 +211,15 @@ impl BackendVisitor for TrainJob {
                 let dir = run.join(&format!("level_{level}"));
                 std::fs::create_dir_all(&dir)
                     .with_context(|| format!("creating {}", dir.display()))?;
+                // Each level's folder is a run of its own (`render`, `query` and
+                // `eval lerf` read it): its configuration names that level alone.
+                let mut one = cfg.clone();
+                one.scene.level = level;
+                one.solve.levels = vec![level];
+                lsplat_data::io::write_bytes_atomic(
+                    &dir.join(run::CONFIG_FILE),
+                    one.to_toml().as_bytes(),
+                )?;
                 dir
             };
             summaries.push((level, outputs::write_outputs(&dir, &o)?));

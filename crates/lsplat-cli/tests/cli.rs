@@ -204,7 +204,31 @@ fn solve_writes_every_level_with_held_out_figures() {
         assert!(summary["heldout_mean_cosine"].as_f64().unwrap() > 0.5);
         assert!(summary["lsq_converged"].as_bool().unwrap());
         assert!(summary["unweighted_gaussians"].is_number());
+        // Each level's folder is a finished run of that level: `render` reads it.
+        let cfg = std::fs::read_to_string(d.join("config.toml")).unwrap();
+        assert!(cfg.contains(&format!("level = {level}")), "{cfg}");
+        let r = bin()
+            .args(["render", "--png-only", "--cameras", "demo_000", "--run"])
+            .arg(&d)
+            .output()
+            .unwrap();
+        assert!(
+            r.status.success(),
+            "render of level {level}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
     }
+    // The run's own folder names its level folders instead of failing on a missing file.
+    let r = bin()
+        .args(["render", "--png-only", "--run"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        !r.status.success() && err.contains("level_1, level_3"),
+        "{err}"
+    );
     // Settings that make no sense are errors.
     let o = bin()
         .args(["solve", "--method", "average", "--levels", "1,4"])

@@ -82,6 +82,23 @@ pub fn load_run(dir: &Path) -> Result<RunInputs, DataError> {
     }
     let config = Config::load(&cfg_path)?;
     let fp = dir.join(FEATURES_NPY);
+    if !fp.exists() {
+        let mut levels: Vec<String> = std::fs::read_dir(dir)
+            .map_err(|e| DataError::io(dir, e))?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("level_") && dir.join(n).join(CONFIG_FILE).is_file())
+            .collect();
+        if !levels.is_empty() {
+            levels.sort();
+            return Err(DataError::format(
+                dir,
+                format!(
+                    "a run of several levels: pass one level's folder ({})",
+                    levels.join(", ")
+                ),
+            ));
+        }
+    }
     let arr = crate::npy::read_npy(&fp)?;
     let [n, channels] = arr.shape[..] else {
         return Err(DataError::format(
