@@ -18,5 +18,17 @@ pub fn run() -> Result<()> {
             Err(e) => println!("{backend}: {e}"),
         }
     }
+    let launcher = match lsplat_dist::detect() {
+        Some(l) => format!("started by {} as rank {} of {}", l.name, l.rank, l.ranks),
+        None => "no launcher (one rank)".into(),
+    };
+    println!(
+        "collectives: {} ({launcher})",
+        if lsplat_dist::MPI_COMPILED {
+            "MPI compiled in"
+        } else {
+            "MPI not compiled in (feature `mpi`)"
+        }
+    );
     Ok(())
 }

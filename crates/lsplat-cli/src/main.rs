@@ -6,6 +6,7 @@ mod eval;
 mod info;
 mod progress;
 mod query;
+mod ranks;
 mod render;
 mod run;
 mod scene;
@@ -101,7 +102,7 @@ pub struct TrainArgs {
     #[arg(long, requires = "out")]
     pub force: bool,
     /// Continue the run in RUN_DIR from its newest checkpoint, with the configuration
-    /// stored there; `--set` may change only train.iterations, log.*, device.threads
+    /// stored there; `--set` may change only train.iterations, log.*, dist.*, device.threads
     /// and device.ordinal. The result is bit for bit that of an uninterrupted run.
     #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["scene", "out", "force"])]
     pub resume: Option<PathBuf>,

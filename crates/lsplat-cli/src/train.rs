@@ -2,14 +2,16 @@
 //! `lsplat-engine solve`: a new run fitted by a solver plugin instead of steps.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use lsplat_core::Config;
-use lsplat_core::config::SolverKind;
+use lsplat_core::config::{BackendKind, DistConfig, SolverKind};
 use lsplat_data::run::{self, Checkpoint, MetricsLog, RunDir};
 use lsplat_device::Backend;
-use lsplat_engine::resources::FitReport;
+use lsplat_dist::Comm;
+use lsplat_engine::resources::{Collective, FitReport};
 use lsplat_engine::systems::checkpoint::{CheckpointTarget, resident_bytes};
 use lsplat_engine::{CheckpointPlugin, EngineError, MetricsFilePlugin, Quality, Session};
 use lsplat_render::{BackendVisitor, Device};
@@ -22,14 +24,34 @@ use crate::{TrainArgs, progress, run as outputs, scene};
 enum Start {
     /// A new run directory (`--out`, or a unique default name).
     Fresh { out: Option<PathBuf>, force: bool },
-    /// An existing one, locked, continued from this checkpoint.
-    Resume { run: RunDir, ckpt: Box<Checkpoint> },
+    /// An existing one, continued from this checkpoint; rank 0 holds its lock (the
+    /// other ranks of a data-parallel run never touch the run directory).
+    Resume {
+        run: Option<RunDir>,
+        ckpt: Box<Checkpoint>,
+    },
 }
 
-/// Runs `train`.
+/// Runs `train`: on one process, or as one rank of a data-parallel job when an MPI
+/// launcher started it. A rank that fails prints its error and ends every rank.
 pub fn run(args: TrainArgs) -> Result<()> {
+    let comm = lsplat_dist::open(Duration::from_secs_f64(DistConfig::default().timeout_s))?;
+    if comm.world() == 1 {
+        return run_rank(args, comm);
+    }
+    let (rank, world) = (comm.rank(), comm.world());
+    match run_rank(args, comm.clone()) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            eprintln!("error: rank {rank} of {world}: {e:#}");
+            comm.abort(1)
+        }
+    }
+}
+
+fn run_rank(args: TrainArgs, comm: Arc<dyn Comm>) -> Result<()> {
     let (cfg, start) = match &args.resume {
-        Some(dir) => resume_config(dir, &args.scene.set)?,
+        Some(dir) => resume_config(dir, &args.scene.set, &*comm)?,
         None => (
             scene::config(&args.scene)?,
             Start::Fresh {
@@ -38,16 +60,24 @@ pub fn run(args: TrainArgs) -> Result<()> {
             },
         ),
     };
-    start_job(cfg, start)
+    start_job(cfg, start, comm)
 }
 
 /// Runs `solve` (or `train` with `train.solver` set to a solver): a new run
 /// directory, fitted once.
 pub fn run_fresh(cfg: Config, out: Option<PathBuf>, force: bool) -> Result<()> {
-    start_job(cfg, Start::Fresh { out, force })
+    start_job(
+        cfg,
+        Start::Fresh { out, force },
+        Arc::new(lsplat_dist::Local),
+    )
 }
 
-fn start_job(mut cfg: Config, start: Start) -> Result<()> {
+fn start_job(mut cfg: Config, start: Start, comm: Arc<dyn Comm>) -> Result<()> {
+    comm.set_timeout(Duration::from_secs_f64(cfg.dist.timeout_s));
+    if comm.world() > 1 {
+        crate::ranks::agree_on_config(&*comm, &cfg)?;
+    }
     if cfg.train.solver != SolverKind::Adam && cfg.train.normalize {
         // A solver fits the composited feature itself; record that renders of its
         // output must not normalise it.
@@ -71,33 +101,57 @@ fn start_job(mut cfg: Config, start: Start) -> Result<()> {
             ""
         }
     );
+    if comm.world() > 1 {
+        crate::ranks::agree_on_inputs(&*comm, &loaded.data)?;
+        if matches!(cfg.device.backend, BackendKind::Cuda | BackendKind::Hip) {
+            // One GPU per rank: a node's ranks take consecutive devices.
+            cfg.device.ordinal += lsplat_dist::local_rank() as u32;
+        }
+    }
     let dev = Device::open(&cfg.device, &cfg.simt)?;
-    dev.visit(TrainJob { cfg, loaded, start })
+    dev.visit(TrainJob {
+        cfg,
+        loaded,
+        start,
+        comm,
+    })
 }
 
 /// Locks the run directory, reads its newest checkpoint and the configuration stored
 /// in it, and applies the `--set` overrides a resumed run allows.
-fn resume_config(dir: &Path, sets: &[String]) -> Result<(Config, Start)> {
-    let run = RunDir::resume(dir)?;
-    let Some((_, path)) = run::newest_checkpoint(dir)? else {
-        bail!(
-            "{}: no checkpoint to resume from (checkpoints/ is empty)",
-            dir.display()
-        );
+///
+/// In a data-parallel job rank 0 alone opens the run directory and sends the
+/// checkpoint's bytes to the others.
+fn resume_config(dir: &Path, sets: &[String], comm: &dyn Comm) -> Result<(Config, Start)> {
+    let (run, path, bytes) = if comm.rank() == 0 {
+        let run = RunDir::resume(dir)?;
+        let Some((_, path)) = run::newest_checkpoint(dir)? else {
+            bail!(
+                "{}: no checkpoint to resume from (checkpoints/ is empty)",
+                dir.display()
+            );
+        };
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        (Some(run), path, bytes)
+    } else {
+        (None, dir.join("checkpoints"), Vec::new())
     };
-    let ckpt = Checkpoint::read(&path)?;
+    let mut bytes = bytes;
+    comm.broadcast("checkpoint broadcast", 0, &mut bytes)?;
+    let ckpt = Checkpoint::parse(&bytes, &path)?;
+    drop(bytes);
     let stored = Config::from_toml(&ckpt.config, &path)?;
     let mut cfg = stored.clone();
     for s in sets {
         cfg.set(s).with_context(|| format!("--set {s}"))?;
         if let Some(key) = stored.result_changing_difference(&cfg) {
             bail!(
-                "--set {s}: `{key}` would change what the resumed run computes; a resumed run may change only train.iterations, log.*, device.threads and device.ordinal"
+                "--set {s}: `{key}` would change what the resumed run computes; a resumed run may change only train.iterations, log.*, dist.*, device.threads and device.ordinal"
             );
         }
     }
     let iters = cfg.train.iterations as u64;
-    if iters < ckpt.step || (iters == ckpt.step && run::is_finished(dir)) {
+    if iters < ckpt.step || (iters == ckpt.step && comm.rank() == 0 && run::is_finished(dir)) {
         bail!(
             "{}: the run has already trained {} of train.iterations = {iters} steps; pass --set train.iterations=N with N > {} to train further",
             dir.display(),
@@ -124,20 +178,32 @@ struct TrainJob {
     cfg: Config,
     loaded: Loaded,
     start: Start,
+    comm: Arc<dyn Comm>,
 }
 
 impl BackendVisitor for TrainJob {
     type Output = Result<()>;
 
     fn visit<B: Backend>(self, dev: B) -> Result<()> {
-        let TrainJob { cfg, loaded, start } = self;
+        let TrainJob {
+            cfg,
+            loaded,
+            start,
+            comm,
+        } = self;
         let Loaded {
             data,
             more_levels,
             ply,
         } = loaded;
-        let backend = dev.describe();
+        let rank0 = comm.rank() == 0;
+        let backend = if comm.world() > 1 {
+            format!("{} × {}", dev.describe(), comm.describe())
+        } else {
+            dev.describe()
+        };
         let (run, ckpt) = match start {
+            Start::Fresh { .. } if !rank0 => (None, None),
             Start::Fresh { out, force } => {
                 let run = match out {
                     Some(out) => RunDir::create(&out, force)?,
@@ -145,19 +211,22 @@ impl BackendVisitor for TrainJob {
                         RunDir::create_unique(&outputs::default_parent(), &outputs::default_name())?
                     }
                 };
-                (run, None)
+                (Some(run), None)
             }
             Start::Resume { run, ckpt } => (run, Some(ckpt)),
         };
-        run.write_config(&cfg.to_toml())?;
-        let mut session = Session::with_levels(dev, &cfg, data, more_levels)?;
+        if let Some(run) = &run {
+            run.write_config(&cfg.to_toml())?;
+        }
+        let collective = Collective::new(comm.clone());
+        let mut session = Session::with_collective(dev, &cfg, data, more_levels, collective)?;
         let solver = cfg.train.solver;
         let fitted = if solver == SolverKind::Adam {
-            train_steps(&mut session, &cfg, &run, ckpt.as_deref(), &backend)?
+            train_steps(&mut session, &cfg, run.as_ref(), ckpt.as_deref(), &backend)?
         } else {
             info!(
                 backend = %backend,
-                out = %run.path().display(),
+                out = %run.as_ref().map_or(Path::new(""), |r| r.path()).display(),
                 solver = solver.name(),
                 holdout = cfg.eval.holdout,
                 rss_mb = resident_bytes().map_or(0, |b| b >> 20),
@@ -172,6 +241,10 @@ impl BackendVisitor for TrainJob {
                 steps: 0,
                 fit: Some(report),
             }
+        };
+        // Rank 0 alone evaluates and writes; the other ranks are done.
+        let Some(run) = run else {
+            return Ok(());
         };
         let t_eval = Instant::now();
         let quality = if cfg.log.eval {
@@ -268,42 +341,50 @@ struct Fitted {
 
 /// The Adam loop: metrics file and checkpoint plugins, the resumed state, a progress
 /// bar.
+///
+/// `run` is `None` on the ranks other than 0 of a data-parallel job: they train in
+/// lockstep (the same read-back and checkpoint steps, so the collectives line up) but
+/// write nothing.
 fn train_steps<B: Backend>(
     session: &mut Session<B>,
     cfg: &Config,
-    run: &RunDir,
+    run: Option<&RunDir>,
     ckpt: Option<&Checkpoint>,
     backend: &str,
 ) -> Result<Fitted> {
-    let metrics_path = run.join(run::METRICS_FILE);
-    let (log, mut losses) = match ckpt {
-        Some(c) => {
-            let log = MetricsLog::resume(&metrics_path, c.step)?;
-            (log, run::read_losses(&metrics_path)?)
-        }
-        None => (MetricsLog::create(&metrics_path)?, Vec::new()),
-    };
-    session
-        .engine
-        .add_plugin(MetricsFilePlugin::<B>::new(log))
-        .add_plugin(CheckpointPlugin::<B>::new(
-            cfg.log.checkpoint_every as u64,
-            CheckpointTarget {
-                run_dir: run.path().to_path_buf(),
-                keep: cfg.log.checkpoint_keep as usize,
-                config: cfg.to_toml(),
-                backend: backend.to_string(),
-            },
-        ));
+    let mut losses = Vec::new();
+    if let Some(run) = run {
+        let metrics_path = run.join(run::METRICS_FILE);
+        let log = match ckpt {
+            Some(c) => {
+                let log = MetricsLog::resume(&metrics_path, c.step)?;
+                losses = run::read_losses(&metrics_path)?;
+                log
+            }
+            None => MetricsLog::create(&metrics_path)?,
+        };
+        session.engine.add_plugin(MetricsFilePlugin::<B>::new(log));
+    }
+    session.engine.add_plugin(CheckpointPlugin::<B>::new(
+        cfg.log.checkpoint_every as u64,
+        CheckpointTarget {
+            run_dir: run.map(|r| r.path().to_path_buf()).unwrap_or_default(),
+            keep: cfg.log.checkpoint_keep as usize,
+            config: cfg.to_toml(),
+            backend: backend.to_string(),
+        },
+    ));
     session.engine.initialize()?;
     if let Some(c) = ckpt {
         session.restore(c)?;
-        run.unfinish()?;
+        if let Some(run) = run {
+            run.unfinish()?;
+        }
     }
     let start = session.steps_done();
     info!(
         backend = %backend,
-        out = %run.path().display(),
+        out = %run.map_or(Path::new("(rank 0's)"), |r| r.path()).display(),
         cache = ?cfg.render.cache,
         holdout = cfg.eval.holdout,
         from_step = start,
@@ -314,14 +395,17 @@ fn train_steps<B: Backend>(
     let bar = progress::bar(iters, "steps");
     bar.set_position(start);
     bar.reset_eta();
-    if !cfg.log.progress {
+    if !cfg.log.progress || run.is_none() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     let t0 = Instant::now();
     for _ in start..iters {
         if let Err(e) = session.step() {
             bar.abandon();
-            return Err(diverged_context(e, run));
+            return Err(match run {
+                Some(run) => diverged_context(e, run),
+                None => e.into(),
+            });
         }
         bar.inc(1);
         let fresh = session.drain_records();

@@ -31,6 +31,44 @@ pub struct Config {
     pub solve: SolveConfig,
     /// Held-out evaluation.
     pub eval: EvalConfig,
+    /// Data-parallel training across ranks (started by `mpirun` or `srun`).
+    pub dist: DistConfig,
+}
+
+/// Data-parallel training: ranks come from the MPI launcher; each rank takes its
+/// share of every epoch's cameras and the gradients are averaged before each step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DistConfig {
+    /// Longest time, in seconds, one collective (gradient all-reduce, loss read-back,
+    /// start-up checks) waits for the other ranks; past it every rank stops with an
+    /// error naming the collective (a rank died, hangs or runs something else).
+    pub timeout_s: f64,
+    /// How gradients are averaged: `auto` sends only the rows some rank touched when
+    /// that (plus a one-bit-per-row mask) is smaller than the whole buffer; `dense`
+    /// always sends the whole buffer; `sparse` always the touched rows.
+    pub reduce: ReduceKind,
+}
+
+impl Default for DistConfig {
+    fn default() -> Self {
+        DistConfig {
+            timeout_s: 300.0,
+            reduce: ReduceKind::Auto,
+        }
+    }
+}
+
+/// Gradient averaging across ranks (`dist.reduce`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReduceKind {
+    /// The smaller of dense and touched rows, decided each step.
+    Auto,
+    /// The whole gradient buffer.
+    Dense,
+    /// The touched rows and their mask.
+    Sparse,
 }
 
 /// Scene inputs. Relative paths resolve against the scene file's folder.
@@ -590,6 +628,15 @@ impl Config {
         if !(self.render.near > 0.0 && self.render.far > self.render.near) {
             return bad("render.near/far", "need 0 < near < far".into());
         }
+        if !(self.dist.timeout_s > 0.0 && self.dist.timeout_s.is_finite()) {
+            return bad(
+                "dist.timeout_s",
+                format!(
+                    "{} must be a positive number of seconds",
+                    self.dist.timeout_s
+                ),
+            );
+        }
         if self.eval.holdout == 1 {
             return bad(
                 "eval.holdout",
@@ -635,7 +682,7 @@ impl Config {
 
     /// Keys a resumed run may change: they decide how long it runs, what it logs and
     /// where it runs, never what a step computes (`train.iterations`, `log.*`,
-    /// `device.threads`, `device.ordinal`). Returns the first other key whose value
+    /// `dist.*`, `device.threads`, `device.ordinal`). Returns the first other key whose value
     /// differs between `self` and `other`, if any.
     pub fn result_changing_difference(&self, other: &Config) -> Option<String> {
         let mut a = toml::Value::try_from(self).expect("config serialises");
@@ -643,6 +690,9 @@ impl Config {
         for v in [&mut a, &mut b] {
             if let Some(t) = v.as_table_mut() {
                 t.remove("log");
+                // How ranks exchange gradients changes no result (every mode gives the
+                // same numbers), nor does the timeout.
+                t.remove("dist");
                 for (section, key) in [
                     ("train", "iterations"),
                     ("device", "threads"),

@@ -136,6 +136,18 @@ impl Backend for CpuBackend {
         Ok(buf.clone())
     }
 
+    fn download_into<T: Element>(&self, buf: &Vec<T>, out: &mut [T]) -> Result<()> {
+        lsplat_device::check_same_len("download_into", buf.len(), out.len())?;
+        out.copy_from_slice(buf);
+        Ok(())
+    }
+
+    fn upload_into<T: Element>(&self, buf: &mut Vec<T>, data: &[T]) -> Result<()> {
+        lsplat_device::check_same_len("upload_into", buf.len(), data.len())?;
+        buf.copy_from_slice(data);
+        Ok(())
+    }
+
     fn buf_len<T: Element>(buf: &Vec<T>) -> usize {
         buf.len()
     }

@@ -45,6 +45,20 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn upload<T: Element>(&self, data: &[T]) -> Result<Self::Buf<T>>;
     /// Copies a buffer to the host (waits for the device).
     fn download<T: Element>(&self, buf: &Self::Buf<T>) -> Result<Vec<T>>;
+    /// Copies a buffer into `out` (same length; waits for the device). Unlike
+    /// [`Backend::download`] it allocates nothing: for per-step host exchanges such as
+    /// a host all-reduce.
+    fn download_into<T: Element>(&self, buf: &Self::Buf<T>, out: &mut [T]) -> Result<()> {
+        check_same_len("download_into", Self::buf_len(buf), out.len())?;
+        out.copy_from_slice(&self.download(buf)?);
+        Ok(())
+    }
+    /// Overwrites a buffer with `data` (same length), allocating nothing.
+    fn upload_into<T: Element>(&self, buf: &mut Self::Buf<T>, data: &[T]) -> Result<()> {
+        check_same_len("upload_into", Self::buf_len(buf), data.len())?;
+        *buf = self.upload(data)?;
+        Ok(())
+    }
     /// Number of elements of a buffer.
     fn buf_len<T: Element>(buf: &Self::Buf<T>) -> usize;
     /// Sets every element to `value`.
@@ -224,4 +238,16 @@ pub trait Backend: Send + Sync + Sized + 'static {
         v: &mut Self::Buf<f32>,
         hp: &AdamParams,
     ) -> Result<()>;
+}
+
+/// The error of a host copy whose two sides differ in length.
+pub fn check_same_len(op: &'static str, buf: usize, host: usize) -> Result<()> {
+    if buf == host {
+        Ok(())
+    } else {
+        Err(crate::DeviceError::shape(
+            op,
+            format!("the buffer holds {buf} elements, the host slice {host}"),
+        ))
+    }
 }

@@ -15,7 +15,7 @@ mod error;
 pub mod host;
 mod types;
 
-pub use backend::Backend;
+pub use backend::{Backend, check_same_len};
 pub use error::DeviceError;
 pub use types::{
     AdamParams, CameraParams, Element, GroundTruth, MemoryInfo, OperatorStats, PixelSet,

@@ -19,6 +19,9 @@ pub enum EngineError {
         /// steps, the parameters at each checkpoint).
         step: u64,
     },
+    /// A collective failed, or the ranks disagree.
+    #[error(transparent)]
+    Dist(#[from] lsplat_dist::DistError),
     /// The schedule could not be built.
     #[error("schedule: {0}")]
     Schedule(String),

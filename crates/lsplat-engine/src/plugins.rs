@@ -9,7 +9,7 @@ use lsplat_device::Backend;
 use crate::resources::{
     CacheBudget, CacheStats, CheckpointSchedule, Dev, LogSink, LossSettings, Metrics, TileConfig,
 };
-use crate::systems::{batch, cache, checkpoint, log, optim, render};
+use crate::systems::{batch, cache, checkpoint, dist, log, optim, render};
 use crate::{Engine, Plugin, TrainSystems};
 
 /// Installs a backend and the core systems of every phase for it.
@@ -34,7 +34,14 @@ impl<B: Backend> Plugin for BackendPlugin<B> {
                 .chain(),
         );
         engine.add_systems(TrainSystems::Backward, render::backward_batch::<B>);
-        engine.add_systems(TrainSystems::Step, optim::adam_step::<B>);
+        engine.add_systems(
+            TrainSystems::Step,
+            (
+                render::normalize_chain::<B>.run_if(render::normalizing),
+                optim::adam_step::<B>,
+            )
+                .chain(),
+        );
         engine.add_systems(TrainSystems::Log, log::advance_step);
     }
 }
@@ -266,5 +273,45 @@ impl<B: Backend> Plugin for SolverPlugin<B> {
     fn build(self, engine: &mut Engine) {
         engine.insert_resource(self.settings);
         engine.add_fit_systems(crate::systems::solve::fit::<B>);
+    }
+}
+
+/// Data-parallel training: the AllReduce phase averages ∂L/∂x over the ranks of the
+/// [`crate::resources::Collective`] (a no-op system at world size 1).
+pub struct DataParallelPlugin<B: Backend> {
+    /// Elements of the gradient (`N × C`).
+    pub len: usize,
+    /// Channels C (rows are Gaussians).
+    pub channels: usize,
+    /// Dense, touched rows, or the smaller.
+    pub mode: lsplat_dist::ReduceMode,
+    /// The backend.
+    pub backend: PhantomData<B>,
+}
+
+impl<B: Backend> DataParallelPlugin<B> {
+    /// The plugin for an `[N, channels]` gradient of `len` elements.
+    pub fn new(len: usize, channels: usize, mode: lsplat_dist::ReduceMode) -> Self {
+        DataParallelPlugin {
+            len,
+            channels,
+            mode,
+            backend: PhantomData,
+        }
+    }
+}
+
+impl<B: Backend> Plugin for DataParallelPlugin<B> {
+    fn build(self, engine: &mut Engine) {
+        let c = self.channels.max(1);
+        engine.insert_resource(crate::resources::GradientReduce {
+            host: vec![0.0; self.len],
+            reducer: lsplat_dist::GradientReducer::new(self.len / c, c, self.mode),
+            totals: Default::default(),
+        });
+        engine.add_systems(
+            TrainSystems::AllReduce,
+            dist::all_reduce_gradients::<B>.run_if(dist::multi_rank),
+        );
     }
 }

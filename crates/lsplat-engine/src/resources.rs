@@ -41,22 +41,60 @@ pub struct Step(pub u64);
 #[derive(Resource)]
 pub struct Sampler(pub crate::sampler::CameraSampler);
 
-/// Data-parallel world (size 1 unless a distributed plugin says otherwise).
-#[derive(Resource, Clone, Copy, Debug)]
+/// The data-parallel world this process is one rank of (size 1 unless the run was
+/// started by an MPI launcher).
+#[derive(Resource, Clone, Debug)]
 pub struct Collective {
     /// This rank.
     pub rank: usize,
     /// Number of ranks.
     pub world_size: usize,
+    /// The collectives.
+    pub comm: std::sync::Arc<dyn lsplat_dist::Comm>,
+}
+
+impl Collective {
+    /// The world of `comm`.
+    pub fn new(comm: std::sync::Arc<dyn lsplat_dist::Comm>) -> Self {
+        Collective {
+            rank: comm.rank(),
+            world_size: comm.world(),
+            comm,
+        }
+    }
 }
 
 impl Default for Collective {
     fn default() -> Self {
-        Collective {
-            rank: 0,
-            world_size: 1,
-        }
+        Collective::new(std::sync::Arc::new(lsplat_dist::Local))
     }
+}
+
+/// The AllReduce phase's state: the host copy of the gradient, the reducer, and what
+/// the reductions moved.
+#[derive(Resource, Debug)]
+pub struct GradientReduce {
+    /// Host copy of ∂L/∂x, `[N, C]` (the collectives run on host memory).
+    pub host: Vec<f32>,
+    /// Dense or touched-rows averaging.
+    pub reducer: lsplat_dist::GradientReducer,
+    /// Totals since the last reset.
+    pub totals: ReduceTotals,
+}
+
+/// What the gradient all-reduces moved, summed over steps.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReduceTotals {
+    /// Reductions run.
+    pub steps: u64,
+    /// Of which over the touched rows.
+    pub sparse_steps: u64,
+    /// Bytes of the whole gradient buffer, summed over the reductions.
+    pub dense_bytes: u64,
+    /// Bytes sent, summed over the reductions.
+    pub sent_bytes: u64,
+    /// Wall seconds in the AllReduce phase (copies and the collective).
+    pub seconds: f64,
 }
 
 /// Per batch slot: rendered values and their gradient for the slot's camera, and the

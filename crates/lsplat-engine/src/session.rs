@@ -3,9 +3,10 @@
 use std::marker::PhantomData;
 
 use lsplat_core::Config;
-use lsplat_core::config::SolverKind;
+use lsplat_core::config::{ReduceKind, SolverKind};
 use lsplat_data::{ImageLabels, SceneData};
 use lsplat_device::Backend;
+use lsplat_dist::ReduceMode;
 use lsplat_render::{CacheLevel, EvalReport, RasterCache, Scratch};
 
 use crate::components::{
@@ -13,7 +14,8 @@ use crate::components::{
     Shard,
 };
 use crate::plugins::{
-    BackendPlugin, LossPlugin, MetricsPlugin, OperatorCachePlugin, SolverPlugin, TilePlugin,
+    BackendPlugin, DataParallelPlugin, LossPlugin, MetricsPlugin, OperatorCachePlugin,
+    SolverPlugin, TilePlugin,
 };
 use crate::resources::{
     CacheStats, CameraIndex, Collective, Dev, Fault, FitOperators, FitReport, Frame, Frames,
@@ -74,6 +76,25 @@ impl<B: Backend> Session<B> {
         scene: SceneData,
         more_levels: Vec<Vec<ImageLabels>>,
     ) -> Result<Self, EngineError> {
+        Self::with_collective(dev, config, scene, more_levels, Collective::default())
+    }
+
+    /// [`Session::with_levels`] as one rank of a data-parallel world: the rank takes
+    /// its share of each epoch's cameras, and the AllReduce phase averages the
+    /// gradients over the ranks (training only; a solver runs on one rank).
+    pub fn with_collective(
+        dev: B,
+        config: &Config,
+        scene: SceneData,
+        more_levels: Vec<Vec<ImageLabels>>,
+        collective: Collective,
+    ) -> Result<Self, EngineError> {
+        if collective.world_size > 1 && config.train.solver != SolverKind::Adam {
+            return Err(EngineError::Config(format!(
+                "train.solver = {} runs on one rank; start it without mpirun/srun",
+                config.train.solver.name()
+            )));
+        }
         config
             .validate()
             .map_err(|e| EngineError::Config(e.to_string()))?;
@@ -173,6 +194,14 @@ impl<B: Backend> Session<B> {
                     .add_plugin(LossPlugin::<B>::new(config.train.loss))
                     .add_plugin(OperatorCachePlugin::<B>::new(budget))
                     .add_plugin(MetricsPlugin::<B>::new(config.log.every as u64));
+                if collective.world_size > 1 {
+                    let mode = match config.dist.reduce {
+                        ReduceKind::Auto => ReduceMode::Auto,
+                        ReduceKind::Dense => ReduceMode::Dense,
+                        ReduceKind::Sparse => ReduceMode::Sparse,
+                    };
+                    engine.add_plugin(DataParallelPlugin::<B>::new(n * c, c, mode));
+                }
             }
             kind => {
                 engine.world.init_resource::<CacheStats>();
@@ -188,7 +217,6 @@ impl<B: Backend> Session<B> {
         if let Some(e) = engine.world.resource_mut::<Fault>().0.take() {
             return Err(e);
         }
-        let collective = Collective::default();
         let sampler = CameraSampler::over(
             fitted,
             config.train.seed,

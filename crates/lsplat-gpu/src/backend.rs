@@ -49,6 +49,14 @@ impl<R: Runtime> Backend for GpuBackend<R> {
         buf::download(&self.gpu, b)
     }
 
+    fn download_into<T: Element>(&self, b: &GpuBuf<R, T>, out: &mut [T]) -> Result<()> {
+        buf::download_into(&self.gpu, b, out)
+    }
+
+    fn upload_into<T: Element>(&self, b: &mut GpuBuf<R, T>, data: &[T]) -> Result<()> {
+        buf::upload_into(&self.gpu, b, data)
+    }
+
     fn buf_len<T: Element>(b: &GpuBuf<R, T>) -> usize {
         b.len()
     }

@@ -92,6 +92,37 @@ pub(crate) fn download<R: Runtime, T: Element>(gpu: &Gpu<R>, buf: &GpuBuf<R, T>)
     Ok(out)
 }
 
+/// Copies a buffer into `out` (same length; waits for the device).
+pub(crate) fn download_into<R: Runtime, T: Element>(
+    gpu: &Gpu<R>,
+    buf: &GpuBuf<R, T>,
+    out: &mut [T],
+) -> Result<()> {
+    lsplat_device::check_same_len("download_into", buf.len, out.len())?;
+    if buf.len > 0 {
+        // SAFETY: the buffer holds `len` elements, the size of `out` (checked).
+        unsafe {
+            gpu.rt
+                .copy_to_host(buf.ptr, bytemuck::cast_slice_mut(out))?
+        };
+    }
+    Ok(())
+}
+
+/// Overwrites a buffer with `data` (same length).
+pub(crate) fn upload_into<R: Runtime, T: Element>(
+    gpu: &Gpu<R>,
+    buf: &mut GpuBuf<R, T>,
+    data: &[T],
+) -> Result<()> {
+    lsplat_device::check_same_len("upload_into", buf.len, data.len())?;
+    if buf.len > 0 {
+        // SAFETY: the buffer holds `len` elements, the size of `data` (checked).
+        unsafe { gpu.rt.copy_to_device(buf.ptr, bytemuck::cast_slice(data))? };
+    }
+    Ok(())
+}
+
 /// Sets every element to `value`.
 pub(crate) fn fill<R: Runtime, T: Element>(
     gpu: &Gpu<R>,

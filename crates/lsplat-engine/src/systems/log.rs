@@ -36,16 +36,31 @@ pub fn first_non_finite(records: &[StepRecord]) -> Option<u64> {
 
 /// Reads the losses not read back yet (the only device→host copy of the loop); a
 /// non-finite loss stops the run with an error naming its step.
+///
+/// With several ranks each slot holds the rank's batch mean; the read-back averages
+/// them over the ranks (every rank runs it at the same steps), so every rank sees the
+/// loss of the global batch.
 pub fn read_metrics<B: Backend>(
     dev: Res<Dev<B>>,
     step: Res<Step>,
+    collective: Res<Collective>,
     mut metrics: ResMut<Metrics<B>>,
     mut sink: ResMut<LogSink>,
     mut fault: ResMut<Fault>,
 ) {
-    let Some(losses) = fault.check(dev.0.download(&metrics.loss)) else {
+    let Some(mut losses) = fault.check(dev.0.download(&metrics.loss)) else {
         return;
     };
+    if collective.world_size > 1 {
+        if fault
+            .check(collective.comm.sum_f32("loss read-back", &mut losses))
+            .is_none()
+        {
+            return;
+        }
+        let scale = 1.0 / collective.world_size as f32;
+        losses.iter_mut().for_each(|l| *l *= scale);
+    }
     let last = step.0;
     let window_start = last - last % metrics.every;
     sink.window.clear();

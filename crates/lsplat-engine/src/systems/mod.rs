@@ -4,6 +4,7 @@
 pub mod batch;
 pub mod cache;
 pub mod checkpoint;
+pub mod dist;
 pub mod log;
 pub mod optim;
 pub mod render;

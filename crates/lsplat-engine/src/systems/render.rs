@@ -155,8 +155,20 @@ pub fn backward_batch<B: Backend>(
             target,
         ));
     }
-    if normalize {
-        let Gradients { d_rendered, d_x } = &mut **grads;
-        fault.check(dev.0.normalize_backward(&params.x, d_rendered, c, d_x));
-    }
+}
+
+/// The V1 normalisation's chain rule: ∂L/∂x from ∂L/∂(normalised features). It runs
+/// in the Step phase, after the AllReduce phase has averaged the gradient the renders
+/// produced over the ranks (a per-Gaussian map of parameters every rank holds
+/// identically), so R ranks with batch b compute bit for bit what one rank with batch
+/// R·b computes.
+pub fn normalize_chain<B: Backend>(
+    dev: Res<Dev<B>>,
+    mut q: Single<(&FeatureParams<B>, &mut Gradients<B>)>,
+    mut fault: ResMut<Fault>,
+) {
+    let (params, grads) = &mut *q;
+    let c = params.channels;
+    let Gradients { d_rendered, d_x } = &mut **grads;
+    fault.check(dev.0.normalize_backward(&params.x, d_rendered, c, d_x));
 }
