@@ -1,23 +1,44 @@
 //! `lsplat-engine bench`: timed training steps with per-phase times.
 
 use std::marker::PhantomData;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use lsplat_core::Config;
 use lsplat_data::SceneData;
 use lsplat_device::Backend;
+use lsplat_dist::Comm;
 use lsplat_engine::components::{Cache, GroundTruth};
-use lsplat_engine::resources::Dev;
+use lsplat_engine::resources::{Collective, Dev, GradientReduce};
 use lsplat_engine::timing::{PhaseTimes, PhaseTimingPlugin};
 use lsplat_engine::{Session, TrainSystems};
 use lsplat_render::{BackendVisitor, Device};
 
 use crate::{BenchArgs, scene};
 
-/// Runs `bench`.
+/// Runs `bench` (as one rank of a data-parallel job under mpirun/srun; rank 0
+/// prints, with the all-reduce's share of the step).
 pub fn run(args: BenchArgs) -> Result<()> {
+    let comm = lsplat_dist::open(Duration::from_secs_f64(
+        lsplat_core::config::DistConfig::default().timeout_s,
+    ))?;
+    if comm.world() == 1 {
+        return run_rank(args, comm);
+    }
+    let rank = comm.rank();
+    match run_rank(args, comm.clone()) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            eprintln!("error: rank {rank} of {}: {e:#}", comm.world());
+            comm.abort(1)
+        }
+    }
+}
+
+fn run_rank(args: BenchArgs, comm: Arc<dyn Comm>) -> Result<()> {
     let mut cfg = scene::config(&args.scene)?;
+    comm.set_timeout(Duration::from_secs_f64(cfg.dist.timeout_s));
     // The bench runs as long as it is told, whatever the scene's iteration count.
     cfg.train.iterations = u32::MAX;
     if cfg.train.solver != lsplat_core::config::SolverKind::Adam {
@@ -26,15 +47,27 @@ pub fn run(args: BenchArgs) -> Result<()> {
             cfg.train.solver.name()
         );
     }
+    if comm.world() > 1 {
+        crate::ranks::agree_on_config(&*comm, &cfg)?;
+    }
     let data = scene::load(&cfg)?.data;
+    if comm.world() > 1 {
+        crate::ranks::agree_on_inputs(&*comm, &data)?;
+    }
     let dev = Device::open(&cfg.device, &cfg.simt)?;
-    dev.visit(BenchJob { cfg, data, args })
+    dev.visit(BenchJob {
+        cfg,
+        data,
+        args,
+        comm,
+    })
 }
 
 struct BenchJob {
     cfg: Config,
     data: SceneData,
     args: BenchArgs,
+    comm: Arc<dyn Comm>,
 }
 
 fn phase_name(p: TrainSystems) -> &'static str {
@@ -82,8 +115,18 @@ impl BackendVisitor for BenchJob {
     type Output = Result<()>;
 
     fn visit<B: Backend>(self, dev: B) -> Result<()> {
-        let BenchJob { cfg, data, args } = self;
-        let backend = dev.describe();
+        let BenchJob {
+            cfg,
+            data,
+            args,
+            comm,
+        } = self;
+        let ranks = comm.world();
+        let backend = if ranks > 1 {
+            format!("{} × {}", dev.describe(), comm.describe())
+        } else {
+            dev.describe()
+        };
         let cameras = data.cameras.len();
         let gaussians = data.gaussians.len();
         let valid: usize = data.labels.iter().map(|l| l.valid.len()).sum();
@@ -91,17 +134,35 @@ impl BackendVisitor for BenchJob {
         let channels = data.dim();
         // The memory's read bandwidth, measured before anything else runs.
         let read_bw = dev.read_bandwidth();
-        let mut session = Session::new(dev, &cfg, data)?;
+        let collective = Collective::new(comm.clone());
+        let mut session = Session::with_collective(dev, &cfg, data, Vec::new(), collective)?;
         session
             .engine
             .add_plugin(PhaseTimingPlugin::<B>(PhantomData));
         session.engine.initialize()?;
-        // Warm-up: the requested steps plus enough to visit every camera once.
+        // Warm-up: the requested steps plus enough to visit every camera once. With
+        // several ranks each epoch deals a rank a different share of the cameras, so
+        // they step on (checking together every 10 steps) until every rank has
+        // visited every camera.
         let warm = args.warmup + cameras.div_ceil(cfg.train.batch_size as usize) as u64;
         for _ in 0..warm {
             session.step()?;
         }
+        while comm.world() > 1 {
+            let mut unvisited =
+                [cameras.saturating_sub(session.cache_stats().misses as usize) as f64];
+            comm.sum_f64("bench warm-up", &mut unvisited)?;
+            if unvisited[0] == 0.0 {
+                break;
+            }
+            for _ in 0..10 {
+                session.step()?;
+            }
+        }
         session.engine.world.resource_mut::<PhaseTimes>().reset();
+        if let Some(mut r) = session.engine.world.get_resource_mut::<GradientReduce>() {
+            r.totals = Default::default();
+        }
         let t0 = Instant::now();
         for _ in 0..args.iters {
             session.step()?;
@@ -110,6 +171,18 @@ impl BackendVisitor for BenchJob {
         let secs = t0.elapsed().as_secs_f64();
         let times = session.engine.world.resource::<PhaseTimes>().clone();
         let stats = session.cache_stats();
+        // What the gradient all-reduce moved per step (ranks > 1).
+        let reduced = session
+            .engine
+            .world
+            .get_resource::<GradientReduce>()
+            .map(|r| r.totals);
+        let per_step = |bytes: u64| bytes as f64 / args.iters.max(1) as f64;
+        let allreduce_ms = times
+            .ms_per_step()
+            .into_iter()
+            .find(|(p, _)| *p == TrainSystems::AllReduce)
+            .map_or(0.0, |(_, ms)| ms);
         let floor = floor_bytes::<B>(
             &mut session,
             cfg.train.batch_size as usize,
@@ -158,7 +231,15 @@ impl BackendVisitor for BenchJob {
             "cache_hits": stats.hits,
             "cache_misses": stats.misses,
             "evictions": stats.evictions,
+            "ranks": ranks,
+            "allreduce_share": allreduce_ms / ms_per_step,
+            "reduce_dense_bytes_per_step": reduced.map(|r| per_step(r.dense_bytes)),
+            "reduce_sent_bytes_per_step": reduced.map(|r| per_step(r.sent_bytes)),
+            "reduce_sparse_steps": reduced.map(|r| r.sparse_steps),
         });
+        if comm.rank() != 0 {
+            return Ok(());
+        }
         if args.json {
             println!("{line}");
         } else {
@@ -176,6 +257,16 @@ impl BackendVisitor for BenchJob {
                     floor.unwrap_or(0) as f64 / 1e6,
                     bw / 1e9,
                     ms_per_step / f
+                );
+            }
+            if let Some(r) = reduced {
+                println!(
+                    "  all-reduce: {:.1}% of the step; {:.1} kB sent per step of a {:.1} kB gradient ({} of {} steps over the touched rows)",
+                    100.0 * allreduce_ms / ms_per_step,
+                    per_step(r.sent_bytes) / 1e3,
+                    per_step(r.dense_bytes) / 1e3,
+                    r.sparse_steps,
+                    r.steps
                 );
             }
             println!(
