@@ -66,6 +66,13 @@ fn run_rank(args: TrainArgs, comm: Arc<dyn Comm>) -> Result<()> {
 /// Runs `solve` (or `train` with `train.solver` set to a solver): a new run
 /// directory, fitted once.
 pub fn run_fresh(cfg: Config, out: Option<PathBuf>, force: bool) -> Result<()> {
+    if let Some(l) = lsplat_dist::detect().filter(|l| l.ranks > 1) {
+        bail!(
+            "started by {} with {} ranks, but a solver runs on one process (it takes seconds): start `solve` without the launcher",
+            l.name,
+            l.ranks
+        );
+    }
     start_job(
         cfg,
         Start::Fresh { out, force },
@@ -76,6 +83,12 @@ pub fn run_fresh(cfg: Config, out: Option<PathBuf>, force: bool) -> Result<()> {
 fn start_job(mut cfg: Config, start: Start, comm: Arc<dyn Comm>) -> Result<()> {
     comm.set_timeout(Duration::from_secs_f64(cfg.dist.timeout_s));
     if comm.world() > 1 {
+        if cfg.train.solver != SolverKind::Adam {
+            bail!(
+                "train.solver = {} runs on one process (it takes seconds): start it without the launcher",
+                cfg.train.solver.name()
+            );
+        }
         crate::ranks::agree_on_config(&*comm, &cfg)?;
     }
     if cfg.train.solver != SolverKind::Adam && cfg.train.normalize {

@@ -103,6 +103,18 @@ fn ok(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// The stderr of a job that must fail (without a panic on any rank).
+fn fails(o: &Output) -> String {
+    assert!(
+        !o.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
 fn bytes(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -266,13 +278,11 @@ fn ranks_that_disagree_stop_at_once() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = fails(&o);
     assert!(
         err.contains("rank 1 differs from rank 0: the configuration"),
         "{err}"
     );
-    assert!(!err.contains("panicked"), "{err}");
     assert!(t0.elapsed() < Duration::from_secs(60));
     assert!(!out.exists(), "nothing is written before the ranks agree");
 }
@@ -353,8 +363,7 @@ fn a_killed_rank_ends_every_rank() {
     let Some((o, took)) = disturb_rank_1("-KILL", &[]) else {
         return;
     };
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = fails(&o);
     // The launcher names the rank and the signal.
     assert!(err.contains("rank 1"), "{err}");
     assert!(err.contains("signal 9") || err.contains("Killed"), "{err}");
@@ -369,9 +378,31 @@ fn a_hung_rank_ends_every_rank_after_the_timeout() {
     let Some((o, took)) = disturb_rank_1("-STOP", &["dist.timeout_s=3"]) else {
         return;
     };
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = fails(&o);
     assert!(err.contains("error: rank 0:"), "{err}");
     assert!(err.contains("waited more than 3.0 s"), "{err}");
     assert!(took < Duration::from_secs(60), "took {took:?}");
+}
+
+#[test]
+fn solvers_refuse_several_ranks() {
+    let _job = one_job();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    for args in [
+        vec!["solve", "--method", "average"],
+        vec!["train", "--set", "train.solver=lsq"],
+    ] {
+        let Some(mut mpi) = mpirun(2) else { return };
+        let o = mpi
+            .arg(BIN)
+            .args(&args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = fails(&o);
+        assert!(err.contains("runs on one process"), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?}: nothing is written");
+    }
 }
