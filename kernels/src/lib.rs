@@ -94,6 +94,22 @@ impl Kernel {
     }
 }
 
+/// A plugin's kernel source made self-contained: its `#include "compat.h"` (and
+/// the other engine headers) spliced in, `name` naming it in diagnostics.
+pub fn plugin_source(name: &str, raw: &str) -> String {
+    let mut out = String::new();
+    let mut seen = Vec::new();
+    splice(name, raw, &mut seen, &mut out);
+    out
+}
+
+/// The `-D` defines every plugin kernel gets: the rasterizer constants, and
+/// `LS_TILE_SIZE` / `LS_CHANNELS` at their defaults (16, 1), which `compat.h`
+/// requires but plugin ops take as arguments instead.
+pub fn plugin_defines() -> Vec<(String, String)> {
+    defines(16, 1)
+}
+
 fn splice(name: &str, text: &str, seen: &mut Vec<&'static str>, out: &mut String) {
     out.push_str(&format!("#line 1 \"{name}\"\n"));
     for (i, line) in text.lines().enumerate() {

@@ -155,6 +155,12 @@ pub struct TrainConfig {
     pub batch_size: u32,
     /// Loss on the valid pixels.
     pub loss: LossKind,
+    /// A loss that a linked plugin provides (`lsplat-engine info` lists them), used
+    /// instead of `loss`; empty = the built-in `loss`.
+    pub loss_plugin: String,
+    /// The model trained: `langsplat` (V1: one feature per Gaussian, composited) or a
+    /// model a linked plugin provides (`langsplat_v2`; `lsplat-engine info` lists them).
+    pub model: String,
     /// Unit-normalise each Gaussian's feature before rendering (LangSplat V1).
     pub normalize: bool,
     /// Standard deviation of the initial features (normal, seeded by `seed`); 0 = zeros,
@@ -183,6 +189,8 @@ impl Default for TrainConfig {
             seed: 0,
             batch_size: 1,
             loss: LossKind::MaskedL1,
+            loss_plugin: String::new(),
+            model: "langsplat".into(),
             normalize: true,
             init_std: 0.01,
             solver: SolverKind::Adam,
@@ -296,6 +304,17 @@ pub enum LossKind {
     Cosine,
     /// Sum of the two.
     L1Cosine,
+}
+
+impl LossKind {
+    /// The name a configuration uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            LossKind::MaskedL1 => "masked_l1",
+            LossKind::Cosine => "cosine",
+            LossKind::L1Cosine => "l1_cosine",
+        }
+    }
 }
 
 /// Rasterization and caching.

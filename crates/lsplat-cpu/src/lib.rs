@@ -21,8 +21,8 @@ use lsplat_core::config::{LossKind, WeightPrecision};
 use lsplat_core::{Gaussians, TileGrid};
 use lsplat_device::check::{at_least as check_min, exact as check};
 use lsplat_device::{
-    AdamParams, Backend, CameraParams, DeviceError, Element, GroundTruth, MemoryInfo,
-    OperatorStats, PixelSet, Result,
+    AdamParams, Backend, CameraParams, DeviceError, DeviceOp, Element, GroundTruth, HostArg,
+    HostArgs, MemoryInfo, OpArg, OperatorStats, PixelSet, Result,
 };
 
 use crate::bins::CpuBins;
@@ -474,6 +474,21 @@ impl Backend for CpuBackend {
             loss[slot] = value;
         }
         Ok(())
+    }
+
+    fn run_op(&self, op: &dyn DeviceOp, items: usize, args: &mut [OpArg<'_, Self>]) -> Result<()> {
+        lsplat_device::op::check_call(op, items, args)?;
+        let host = args
+            .iter_mut()
+            .map(|a| match a {
+                OpArg::F32(b) => HostArg::F32(b.as_slice()),
+                OpArg::F32Mut(b) => HostArg::F32Mut(b.as_mut_slice()),
+                OpArg::U32(b) => HostArg::U32(b.as_slice()),
+                OpArg::U32Mut(b) => HostArg::U32Mut(b.as_mut_slice()),
+                OpArg::Scalar(s) => HostArg::Scalar(*s),
+            })
+            .collect();
+        op.run_cpu(items, &mut HostArgs::new(op.name(), host), &self.workers)
     }
 
     fn adam_step(

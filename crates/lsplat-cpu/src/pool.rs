@@ -168,6 +168,35 @@ impl Workers {
     }
 }
 
+/// Rows per block below which [`Workers`] runs plugin ops' row work in one block.
+const MIN_ROWS_PER_BLOCK: usize = 256;
+
+impl lsplat_device::HostPool for Workers {
+    fn blocks(&self, rows: usize) -> usize {
+        (rows.div_ceil(MIN_ROWS_PER_BLOCK)).min(4 * self.threads)
+    }
+
+    fn for_rows(
+        &self,
+        rows: usize,
+        out: &mut [f32],
+        row_len: usize,
+        f: &(dyn Fn(usize, std::ops::Range<usize>, &mut [f32]) -> f64 + Sync),
+    ) -> f64 {
+        let blocks = self.blocks(rows);
+        let ranges: Vec<_> = (0..blocks)
+            .map(|b| b * rows / blocks..(b + 1) * rows / blocks)
+            .collect();
+        let jobs: Vec<_> = split_mut(&ranges, out, |r| r * row_len)
+            .into_iter()
+            .enumerate()
+            .collect();
+        self.run_jobs(jobs, |(b, (r, chunk))| f(b, r, chunk))
+            .into_iter()
+            .sum()
+    }
+}
+
 /// Read bandwidth of main memory in bytes per second: the best of `passes` parallel
 /// sums over a 256 MiB buffer (far larger than any cache) on the pool.
 pub fn read_bandwidth(workers: &Workers, passes: usize) -> f64 {

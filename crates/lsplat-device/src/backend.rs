@@ -229,6 +229,18 @@ pub trait Backend: Send + Sync + Sized + 'static {
         self.spmm_t(op, d_rendered, gt.channels, d_x)
     }
 
+    /// Runs a plugin's op (see [`crate::op`]) over `items` work items: its kernel on a
+    /// GPU, its native implementation on the CPU. The default copies the buffers
+    /// through the host and runs the CPU implementation on one thread.
+    fn run_op(
+        &self,
+        op: &dyn crate::op::DeviceOp,
+        items: usize,
+        args: &mut [crate::op::OpArg<'_, Self>],
+    ) -> Result<()> {
+        crate::op::run_through_host(self, op, items, args)
+    }
+
     /// One fused Adam step over a parameter buffer.
     fn adam_step(
         &self,

@@ -13,10 +13,12 @@ mod backend;
 pub mod check;
 mod error;
 pub mod host;
+pub mod op;
 mod types;
 
 pub use backend::{Backend, check_same_len};
 pub use error::DeviceError;
+pub use op::{DeviceOp, HostArg, HostArgs, HostPool, OpArg, OpKernel, Scalar};
 pub use types::{
     AdamParams, CameraParams, Element, GroundTruth, MemoryInfo, OperatorStats, PixelSet,
 };

@@ -1,3 +1,6 @@
+// Used by the MPI communicator only; built (and unit-tested) without it too.
+#![cfg_attr(not(feature = "mpi"), allow(dead_code))]
+
 //! A watchdog over the collectives: one that waits longer than the timeout ends the
 //! job, so a dead or stuck rank never leaves the others hanging.
 

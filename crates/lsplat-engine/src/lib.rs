@@ -12,6 +12,7 @@ pub mod components;
 mod engine;
 pub mod error;
 pub mod gt;
+pub mod loss;
 pub mod plugins;
 pub mod resources;
 pub mod sampler;
@@ -21,6 +22,7 @@ pub mod timing;
 
 pub use engine::{Engine, Fit, Plugin, TrainSystems, configure_phases};
 pub use error::EngineError;
+pub use loss::{ActiveLoss, PixelLoss};
 pub use lsplat_render::EvalReport;
 pub use plugins::{CheckpointPlugin, MetricsFilePlugin};
 pub use session::{Quality, Session, StepRecord};

@@ -7,10 +7,10 @@ use lsplat_core::config::LossKind;
 use lsplat_device::Backend;
 
 use crate::resources::{
-    CacheBudget, CacheStats, CheckpointSchedule, Dev, LogSink, LossSettings, Metrics, TileConfig,
+    CacheBudget, CacheStats, CheckpointSchedule, Dev, LogSink, Metrics, TileConfig,
 };
 use crate::systems::{batch, cache, checkpoint, dist, log, optim, render};
-use crate::{Engine, Plugin, TrainSystems};
+use crate::{ActiveLoss, Engine, PixelLoss, Plugin, TrainSystems};
 
 /// Installs a backend and the core systems of every phase for it.
 pub struct BackendPlugin<B: Backend>(pub B);
@@ -60,27 +60,25 @@ impl Plugin for TilePlugin {
     }
 }
 
-/// A built-in loss on the valid pixels (masked L1 = LangSplat V1, cosine, or both).
+/// The loss on the valid pixels: a built-in kind (masked L1 = LangSplat V1, cosine,
+/// or both) or a plugin's [`PixelLoss`].
 pub struct LossPlugin<B: Backend> {
     /// Which loss.
-    pub kind: LossKind,
-    /// The backend it runs on.
-    pub backend: PhantomData<B>,
+    pub loss: Box<dyn PixelLoss<B>>,
 }
 
 impl<B: Backend> LossPlugin<B> {
-    /// The plugin for `kind`.
+    /// The plugin for a built-in `kind`.
     pub fn new(kind: LossKind) -> Self {
         LossPlugin {
-            kind,
-            backend: PhantomData,
+            loss: Box::new(kind),
         }
     }
 }
 
 impl<B: Backend> Plugin for LossPlugin<B> {
     fn build(self, engine: &mut Engine) {
-        engine.insert_resource(LossSettings { kind: self.kind });
+        engine.insert_resource(ActiveLoss(self.loss));
         engine.add_systems(TrainSystems::Loss, optim::loss_batch::<B>);
     }
 }

@@ -1,7 +1,7 @@
 //! Resources: the singletons of a training run.
 
 use bevy_ecs::prelude::*;
-use lsplat_core::config::{LossKind, RenderConfig, SolveConfig, SolverKind, TrainConfig};
+use lsplat_core::config::{RenderConfig, SolveConfig, SolverKind, TrainConfig};
 use lsplat_device::Backend;
 use lsplat_render::Scratch;
 
@@ -24,13 +24,6 @@ pub struct RenderSettings(pub RenderConfig);
 pub struct TileConfig {
     /// Tile edge (8 or 16).
     pub tile_size: u32,
-}
-
-/// The loss the Loss phase computes.
-#[derive(Resource, Clone, Copy, Debug)]
-pub struct LossSettings {
-    /// Which loss.
-    pub kind: LossKind,
 }
 
 /// Step counter (0-based step being run).

@@ -4,8 +4,8 @@ use lsplat_core::config::{LossKind, WeightPrecision};
 use lsplat_core::{Gaussians, TileGrid};
 use lsplat_device::check::{at_least as check_min, exact as check};
 use lsplat_device::{
-    AdamParams, Backend, CameraParams, DeviceError, Element, GroundTruth, MemoryInfo,
-    OperatorStats, PixelSet, Result,
+    AdamParams, Backend, CameraParams, DeviceError, DeviceOp, Element, GroundTruth, MemoryInfo,
+    OpArg, OperatorStats, PixelSet, Result,
 };
 
 use crate::buf::{self, GpuBuf};
@@ -296,6 +296,10 @@ impl<R: Runtime> Backend for GpuBackend<R> {
         )?;
         check_min("mask_groups", "keep", keep.len(), rows * groups)?;
         ops::mask_groups(&self.gpu, values, keep, rows, groups, group_len)
+    }
+
+    fn run_op(&self, op: &dyn DeviceOp, items: usize, args: &mut [OpArg<'_, Self>]) -> Result<()> {
+        ops::plugin_op(&self.gpu, op, items, args)
     }
 
     fn adam_step(

@@ -195,3 +195,56 @@ pub(crate) fn mask_groups<R: Runtime>(
         )
     }
 }
+
+/// A plugin op: its kernel, compiled once per source and define set, launched over
+/// `items` with the convention of `lsplat_device::op`.
+pub(crate) fn plugin_op<R: Runtime>(
+    gpu: &Gpu<R>,
+    op: &dyn lsplat_device::DeviceOp,
+    items: usize,
+    args: &mut [lsplat_device::OpArg<'_, GpuBackend<R>>],
+) -> Result<(), DeviceError> {
+    use lsplat_device::{OpArg, Scalar};
+    lsplat_device::op::check_call(op, items, args)?;
+    crate::algo::check_u32(op.name(), "items", items)?;
+    if args.len() + 1 > crate::runtime::MAX_ARGS {
+        return Err(DeviceError::shape(
+            op.name(),
+            format!(
+                "{} arguments (a kernel takes at most {} after `items`)",
+                args.len(),
+                crate::runtime::MAX_ARGS - 1
+            ),
+        ));
+    }
+    let k = op.kernel();
+    let label = format!("plugin {}, op {} ({})", op.plugin(), op.name(), k.entry);
+    let source = lsplat_kernels::plugin_source(&format!("{}.cu", op.plugin()), k.source);
+    let mut defines = lsplat_kernels::plugin_defines();
+    defines.extend(k.defines.iter().cloned());
+    let f = gpu.source_function(&label, &source, &defines, k.entry)?;
+    if items == 0 {
+        return Ok(());
+    }
+    let mut a = KernelArgs::new();
+    a.push(items as u32);
+    for arg in args.iter() {
+        match arg {
+            OpArg::F32(b) => a.push(b.ptr()),
+            OpArg::F32Mut(b) => a.push(b.ptr()),
+            OpArg::U32(b) => a.push(b.ptr()),
+            OpArg::U32Mut(b) => a.push(b.ptr()),
+            OpArg::Scalar(Scalar::F32(v)) => a.push(*v),
+            OpArg::Scalar(Scalar::U32(v)) => a.push(*v),
+        };
+    }
+    let n = a.len();
+    let mut p = a.pointers();
+    let dims = LaunchDims::cover(items as u64, k.block.max(1));
+    // SAFETY: the parameter array follows the plugin-op convention of
+    // `lsplat_device::op` (`u32 items`, then each buffer as a device pointer and each
+    // scalar by value, in order), which the op's kernel declares; the op's `check`
+    // accepted these buffer lengths for `items`, and its kernel stays within what
+    // `check` accepts (the op's contract, tested on simt with guarded buffers).
+    unsafe { gpu.rt.launch(&f, dims, &mut p[..n]) }
+}

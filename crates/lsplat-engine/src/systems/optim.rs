@@ -6,10 +6,9 @@ use lsplat_device::{AdamParams, Backend};
 use lsplat_render::RasterCache;
 
 use super::render;
+use crate::ActiveLoss;
 use crate::components::{AdamState, Cache, FeatureParams, Gradients, GroundTruth, InBatch};
-use crate::resources::{
-    Dev, Fault, Frames, LossSettings, Metrics, RenderSettings, Step, TrainSettings,
-};
+use crate::resources::{Dev, Fault, Frames, Metrics, RenderSettings, Step, TrainSettings};
 
 /// Zeroes the gradient the backward accumulates into, then computes the configured
 /// loss on each batch camera: from its rendered frame, or — for a camera whose
@@ -17,7 +16,7 @@ use crate::resources::{
 /// over the operator. The batch mean goes to the step's metrics slot on the device.
 pub fn loss_batch<B: Backend>(
     dev: Res<Dev<B>>,
-    loss: Res<LossSettings>,
+    loss: Res<ActiveLoss<B>>,
     settings: Res<TrainSettings>,
     render: Res<RenderSettings>,
     step: Res<Step>,
@@ -40,21 +39,23 @@ pub fn loss_batch<B: Backend>(
     let ordered = (0..slots).flat_map(|s| batch.iter().filter(move |(.., b)| b.slot == s));
     for (i, (gt, cache, b)) in ordered.enumerate() {
         let frame = &mut frames.0[b.slot];
-        let r = match &cache.cache {
-            RasterCache::Operator { op } if render.0.fused => dev.0.operator_loss_step(
-                loss.kind,
-                op,
-                x,
-                &gt.0,
-                weight,
-                (&mut frame.rendered, &mut frame.d_rendered),
-                target,
-                &mut metrics.loss,
-                slot,
-                i > 0,
-            ),
-            _ => dev.0.pixel_loss(
-                loss.kind,
+        let r = match (&cache.cache, loss.0.fused_kind()) {
+            (RasterCache::Operator { op }, Some(kind)) if render.0.fused => {
+                dev.0.operator_loss_step(
+                    kind,
+                    op,
+                    x,
+                    &gt.0,
+                    weight,
+                    (&mut frame.rendered, &mut frame.d_rendered),
+                    target,
+                    &mut metrics.loss,
+                    slot,
+                    i > 0,
+                )
+            }
+            _ => loss.0.loss(
+                &dev.0,
                 &frame.rendered,
                 &gt.0,
                 weight,
