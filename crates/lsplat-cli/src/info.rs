@@ -30,5 +30,8 @@ pub fn run() -> Result<()> {
             "MPI not compiled in (feature `mpi`)"
         }
     );
+    for line in crate::plugins::describe() {
+        println!("{line}");
+    }
     Ok(())
 }

@@ -4,6 +4,7 @@ mod autoencoder;
 mod bench;
 mod eval;
 mod info;
+mod plugins;
 mod progress;
 mod query;
 mod ranks;
@@ -13,6 +14,7 @@ mod scene;
 mod semantic;
 mod synth;
 mod train;
+mod train_model;
 mod views;
 
 use std::path::PathBuf;

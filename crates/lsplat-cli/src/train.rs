@@ -100,7 +100,9 @@ fn start_job(mut cfg: Config, start: Start, comm: Arc<dyn Comm>) -> Result<()> {
             "train.normalize = false: the solved features are composited as they are"
         );
     }
+    crate::plugins::check(&cfg, matches!(start, Start::Resume { .. }))?;
     let loaded = scene::load(&cfg)?;
+    crate::plugins::check_dataset(&cfg, loaded.data.dim())?;
     info!(
         gaussians = loaded.data.gaussians.len(),
         cameras = loaded.data.cameras.len(),
@@ -232,7 +234,14 @@ impl BackendVisitor for TrainJob {
             run.write_config(&cfg.to_toml())?;
         }
         let collective = Collective::new(comm.clone());
+        if let Some(model) = crate::plugins::model::<B>(&cfg) {
+            let run = run.context("a plugin model trains on one rank")?;
+            return crate::train_model::train(dev, &cfg, data, &run, &backend, collective, model);
+        }
         let mut session = Session::with_collective(dev, &cfg, data, more_levels, collective)?;
+        if let Some(loss) = crate::plugins::loss::<B>(&cfg) {
+            session.use_loss(loss)?;
+        }
         let solver = cfg.train.solver;
         let fitted = if solver == SolverKind::Adam {
             train_steps(&mut session, &cfg, run.as_ref(), ckpt.as_deref(), &backend)?

@@ -36,13 +36,107 @@ pub fn write_gaussian_features(
     dim: usize,
     metadata: &[(&str, &str)],
 ) -> Result<(), DataError> {
-    if dim == 0 || !features.len().is_multiple_of(dim) {
+    write_row_table(path, "gaussian", "feature", features, dim, metadata)
+}
+
+/// Writes `[N, dim]` rows to `path` as a `key` UInt32 column (0..N) and a `list`
+/// FixedSizeList<Float32, dim> column (zstd, row groups of 64k rows), atomically.
+pub fn write_row_table(
+    path: &Path,
+    key: &str,
+    list: &str,
+    values: &[f32],
+    dim: usize,
+    metadata: &[(&str, &str)],
+) -> Result<(), DataError> {
+    if dim == 0 || !values.len().is_multiple_of(dim) {
         return Err(DataError::format(
             path,
-            format!("{} values are not rows of {dim}", features.len()),
+            format!("{} values are not rows of {dim}", values.len()),
         ));
     }
-    let schema = Arc::new(gaussian_features_schema(dim));
+    let item = Arc::new(Field::new_list_field(DataType::Float32, false));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new(key, DataType::UInt32, false),
+        Field::new(
+            list,
+            DataType::FixedSizeList(item.clone(), dim as i32),
+            false,
+        ),
+    ]));
+    let n = values.len() / dim;
+    write_batches(path, schema.clone(), metadata, n, |range| {
+        let ids: ArrayRef = Arc::new(UInt32Array::from_iter_values(
+            range.start as u32..range.end as u32,
+        ));
+        let flat = Arc::new(Float32Array::from(
+            values[range.start * dim..range.end * dim].to_vec(),
+        ));
+        let l: ArrayRef = Arc::new(FixedSizeListArray::try_new(
+            item.clone(),
+            dim as i32,
+            flat,
+            None,
+        )?);
+        Ok(RecordBatch::try_new(schema.clone(), vec![ids, l])?)
+    })
+}
+
+/// Writes per-Gaussian sparse codes: `gaussian` UInt32, `codes`
+/// FixedSizeList<UInt32, k> and `weights` FixedSizeList<Float32, k> (`idx`, `val`:
+/// `[N, k]`), atomically.
+pub fn write_sparse_codes(
+    path: &Path,
+    idx: &[u32],
+    val: &[f32],
+    k: usize,
+    metadata: &[(&str, &str)],
+) -> Result<(), DataError> {
+    if k == 0 || idx.len() != val.len() || !idx.len().is_multiple_of(k) {
+        return Err(DataError::format(
+            path,
+            format!(
+                "{} codes and {} weights are not rows of {k}",
+                idx.len(),
+                val.len()
+            ),
+        ));
+    }
+    let ui = Arc::new(Field::new_list_field(DataType::UInt32, false));
+    let fi = Arc::new(Field::new_list_field(DataType::Float32, false));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("gaussian", DataType::UInt32, false),
+        Field::new(
+            "codes",
+            DataType::FixedSizeList(ui.clone(), k as i32),
+            false,
+        ),
+        Field::new(
+            "weights",
+            DataType::FixedSizeList(fi.clone(), k as i32),
+            false,
+        ),
+    ]));
+    write_batches(path, schema.clone(), metadata, idx.len() / k, |r| {
+        let ids: ArrayRef = Arc::new(UInt32Array::from_iter_values(r.start as u32..r.end as u32));
+        let ci = Arc::new(UInt32Array::from(idx[r.start * k..r.end * k].to_vec()));
+        let wi = Arc::new(Float32Array::from(val[r.start * k..r.end * k].to_vec()));
+        let c: ArrayRef = Arc::new(FixedSizeListArray::try_new(ui.clone(), k as i32, ci, None)?);
+        let w: ArrayRef = Arc::new(FixedSizeListArray::try_new(fi.clone(), k as i32, wi, None)?);
+        Ok(RecordBatch::try_new(schema.clone(), vec![ids, c, w])?)
+    })
+}
+
+type BatchResult = Result<RecordBatch, Box<dyn std::error::Error>>;
+
+/// Writes `rows` rows made 64k at a time by `batch` to `path` (zstd), atomically.
+fn write_batches(
+    path: &Path,
+    schema: Arc<Schema>,
+    metadata: &[(&str, &str)],
+    rows: usize,
+    batch: impl Fn(std::ops::Range<usize>) -> BatchResult,
+) -> Result<(), DataError> {
     let (target, file) = crate::io::AtomicTarget::create(path)?;
     let result = (|| -> Result<File, Box<dyn std::error::Error>> {
         let kv = metadata
@@ -53,19 +147,10 @@ pub fn write_gaussian_features(
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(3)?))
             .set_key_value_metadata(Some(kv))
             .build();
-        let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props))?;
-        let n = features.len() / dim;
+        let mut w = ArrowWriter::try_new(file, schema, Some(props))?;
         let chunk = 65_536;
-        for start in (0..n).step_by(chunk) {
-            let end = (start + chunk).min(n);
-            let ids: ArrayRef = Arc::new(UInt32Array::from_iter_values(start as u32..end as u32));
-            let values = Arc::new(Float32Array::from(
-                features[start * dim..end * dim].to_vec(),
-            ));
-            let item = Arc::new(Field::new_list_field(DataType::Float32, false));
-            let list: ArrayRef =
-                Arc::new(FixedSizeListArray::try_new(item, dim as i32, values, None)?);
-            w.write(&RecordBatch::try_new(schema.clone(), vec![ids, list])?)?;
+        for start in (0..rows).step_by(chunk) {
+            w.write(&batch(start..(start + chunk).min(rows))?)?;
         }
         Ok(w.into_inner()?)
     })();

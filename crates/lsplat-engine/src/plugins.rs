@@ -12,7 +12,8 @@ use crate::resources::{
 use crate::systems::{batch, cache, checkpoint, dist, log, optim, render};
 use crate::{ActiveLoss, Engine, PixelLoss, Plugin, TrainSystems};
 
-/// Installs a backend and the core systems of every phase for it.
+/// Installs a backend and the systems every model shares: batch sampling, resident
+/// ground truth, projection and binning of uncached cameras, the step counter.
 pub struct BackendPlugin<B: Backend>(pub B);
 
 impl<B: Backend> Plugin for BackendPlugin<B> {
@@ -26,12 +27,27 @@ impl<B: Backend> Plugin for BackendPlugin<B> {
         );
         engine.add_systems(
             TrainSystems::Rasterize,
+            render::bin_cold::<B>.run_if(render::any_cold_in_batch::<B>),
+        );
+        engine.add_systems(TrainSystems::Log, log::advance_step);
+    }
+}
+
+/// LangSplat V1's model: one trainable feature per Gaussian ([`crate::components::FeatureParams`]),
+/// unit-normalised (when `train.normalize`), composited, its gradient chained back
+/// through the normalisation, and Adam.
+pub struct FeaturePlugin<B: Backend>(pub PhantomData<B>);
+
+impl<B: Backend> Plugin for FeaturePlugin<B> {
+    fn build(self, engine: &mut Engine) {
+        engine.add_systems(
+            TrainSystems::Rasterize,
             (
-                render::bin_cold::<B>.run_if(render::any_cold_in_batch::<B>),
                 render::normalize_features::<B>.run_if(render::normalizing),
                 render::render_batch::<B>,
             )
-                .chain(),
+                .chain()
+                .after(render::bin_cold::<B>),
         );
         engine.add_systems(TrainSystems::Backward, render::backward_batch::<B>);
         engine.add_systems(
@@ -42,7 +58,6 @@ impl<B: Backend> Plugin for BackendPlugin<B> {
             )
                 .chain(),
         );
-        engine.add_systems(TrainSystems::Log, log::advance_step);
     }
 }
 

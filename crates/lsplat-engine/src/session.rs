@@ -1,6 +1,7 @@
 //! A training session: an [`Engine`] set up for one scene on one backend.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use lsplat_core::Config;
 use lsplat_core::config::{ReduceKind, SolverKind};
@@ -14,15 +15,15 @@ use crate::components::{
     Shard,
 };
 use crate::plugins::{
-    BackendPlugin, DataParallelPlugin, LossPlugin, MetricsPlugin, OperatorCachePlugin,
-    SolverPlugin, TilePlugin,
+    BackendPlugin, DataParallelPlugin, FeaturePlugin, LossPlugin, MetricsPlugin,
+    OperatorCachePlugin, SolverPlugin, TilePlugin,
 };
 use crate::resources::{
     CacheStats, CameraIndex, Collective, Dev, Fault, FitOperators, FitReport, Frame, Frames,
     LogSink, Metrics, RenderSettings, Sampler, SolverSettings, Step, TrainSettings,
 };
 use crate::sampler::CameraSampler;
-use crate::{Engine, EngineError};
+use crate::{ActiveLoss, ActiveModel, Engine, EngineError, Model, ModelContext, PixelLoss};
 
 /// The loss of one step, as read back by the Log phase.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -54,6 +55,8 @@ pub struct Session<B: Backend> {
     channels: usize,
     /// Levels fitted (one for Adam).
     levels: Vec<u8>,
+    /// A plugin's model, when it is not LangSplat V1.
+    model: Option<Arc<dyn Model<B>>>,
     backend: PhantomData<B>,
 }
 
@@ -89,6 +92,58 @@ impl<B: Backend> Session<B> {
         more_levels: Vec<Vec<ImageLabels>>,
         collective: Collective,
     ) -> Result<Self, EngineError> {
+        Self::build(dev, config, scene, more_levels, collective, None)
+    }
+
+    /// A session training a plugin's `model` (`train.model`) instead of LangSplat
+    /// V1's features, on one rank.
+    pub fn with_model(
+        dev: B,
+        config: &Config,
+        scene: SceneData,
+        collective: Collective,
+        model: Arc<dyn Model<B>>,
+    ) -> Result<Self, EngineError> {
+        Self::build(dev, config, scene, Vec::new(), collective, Some(model))
+    }
+
+    fn build(
+        dev: B,
+        config: &Config,
+        scene: SceneData,
+        more_levels: Vec<Vec<ImageLabels>>,
+        collective: Collective,
+        model: Option<Arc<dyn Model<B>>>,
+    ) -> Result<Self, EngineError> {
+        if let Some(m) = &model {
+            if config.train.model != m.name() {
+                return Err(EngineError::Config(format!(
+                    "train.model = {:?} but the session was given the model {:?}",
+                    config.train.model,
+                    m.name()
+                )));
+            }
+            if config.train.solver != SolverKind::Adam {
+                return Err(EngineError::Config(format!(
+                    "train.model = {} is trained by gradient steps: train.solver must be adam, not {}",
+                    m.name(),
+                    config.train.solver.name()
+                )));
+            }
+            if collective.world_size > 1 {
+                return Err(EngineError::Config(format!(
+                    "train.model = {} runs on one rank (data parallelism covers the built-in model); start it without mpirun/srun",
+                    m.name()
+                )));
+            }
+            m.check(scene.dim())
+                .map_err(|e| EngineError::Config(format!("train.model = {}: {e}", m.name())))?;
+        } else if config.train.model != "langsplat" {
+            return Err(EngineError::Config(format!(
+                "train.model = {:?} is not built in (built in: \"langsplat\"); a plugin's model needs Session::with_model",
+                config.train.model
+            )));
+        }
         if collective.world_size > 1 && config.train.solver != SolverKind::Adam {
             return Err(EngineError::Config(format!(
                 "train.solver = {} runs on one rank; start it without mpirun/srun",
@@ -147,7 +202,9 @@ impl<B: Backend> Session<B> {
                 tile_size: config.render.tile_size,
             });
         let dev = &engine.world.resource::<Dev<B>>().0;
-        let x = if config.train.init_std > 0.0 && solver == SolverKind::Adam {
+        let x = if model.is_some() {
+            dev.alloc(1)?
+        } else if config.train.init_std > 0.0 && solver == SolverKind::Adam {
             let mut rng = lsplat_core::Rng::new(config.train.seed ^ 0x1a17);
             let init: Vec<f32> = (0..n * c)
                 .map(|_| config.train.init_std * rng.normal())
@@ -157,7 +214,11 @@ impl<B: Backend> Session<B> {
             dev.alloc(n * width)?
         };
         // A solver fits x directly; the training buffers are only needed by Adam.
-        let train_len = if solver == SolverKind::Adam { n * c } else { 1 };
+        let train_len = if solver == SolverKind::Adam && model.is_none() {
+            n * c
+        } else {
+            1
+        };
         let params = FeatureParams::<B> {
             x,
             rendered: dev.alloc(train_len)?,
@@ -171,19 +232,20 @@ impl<B: Backend> Session<B> {
             m: dev.alloc(train_len)?,
             v: dev.alloc(train_len)?,
         };
+        let frame_c = model.as_ref().map_or(c, |m| m.render_channels());
+        let max_valid = scene
+            .labels
+            .iter()
+            .map(|l| l.valid.len())
+            .max()
+            .unwrap_or(0)
+            .max(1);
         let mut frames = Vec::new();
         if solver == SolverKind::Adam {
-            let max_valid = scene
-                .labels
-                .iter()
-                .map(|l| l.valid.len())
-                .max()
-                .unwrap_or(0)
-                .max(1);
             for _ in 0..batch {
                 frames.push(Frame::<B> {
-                    rendered: dev.alloc(max_valid * c)?,
-                    d_rendered: dev.alloc(max_valid * c)?,
+                    rendered: dev.alloc(max_valid * frame_c)?,
+                    d_rendered: dev.alloc(max_valid * frame_c)?,
                     scratch: Scratch::default(),
                 });
             }
@@ -191,9 +253,13 @@ impl<B: Backend> Session<B> {
         match solver {
             SolverKind::Adam => {
                 engine
-                    .add_plugin(LossPlugin::<B>::new(config.train.loss))
                     .add_plugin(OperatorCachePlugin::<B>::new(budget))
                     .add_plugin(MetricsPlugin::<B>::new(config.log.every as u64));
+                if model.is_none() {
+                    engine
+                        .add_plugin(FeaturePlugin::<B>(PhantomData))
+                        .add_plugin(LossPlugin::<B>::new(config.train.loss));
+                }
                 if collective.world_size > 1 {
                     let mode = match config.dist.reduce {
                         ReduceKind::Auto => ReduceMode::Auto,
@@ -231,15 +297,26 @@ impl<B: Backend> Session<B> {
             .insert_resource(Sampler(sampler))
             .insert_resource(collective)
             .insert_resource(Frames(frames));
-        engine.world.spawn((
-            Geometry::<B> {
-                buffers: geometry,
-                count: n,
-            },
-            params,
-            grads,
-            adam,
-        ));
+        let splats = Geometry::<B> {
+            buffers: geometry,
+            count: n,
+        };
+        if let Some(m) = &model {
+            engine.world.spawn(splats);
+            let ctx = ModelContext {
+                gaussians: n,
+                channels: c,
+                max_valid,
+                config: config.clone(),
+            };
+            engine.insert_resource(ActiveModel(m.clone()));
+            m.build(&mut engine, &ctx, &scene)?;
+            if let Some(e) = engine.world.resource_mut::<Fault>().0.take() {
+                return Err(e);
+            }
+        } else {
+            engine.world.spawn((splats, params, grads, adam));
+        }
         let allowed = CacheLevel::from_mode(config.render.cache);
         let mut index = Vec::with_capacity(cams);
         let mut more: Vec<_> = more_levels.into_iter().map(Vec::into_iter).collect();
@@ -271,6 +348,7 @@ impl<B: Backend> Session<B> {
             config: config.clone(),
             channels: c,
             levels,
+            model,
             backend: PhantomData,
         })
     }
@@ -282,6 +360,7 @@ impl<B: Backend> Session<B> {
         config: String,
         backend: String,
     ) -> Result<lsplat_data::run::Checkpoint, EngineError> {
+        self.v1_only()?;
         let world = &mut self.engine.world;
         let mut q = world.query::<(&FeatureParams<B>, &AdamState<B>, &Geometry<B>)>();
         let (params, adam, geometry) = q.single(world).expect("one splat cloud");
@@ -306,6 +385,7 @@ impl<B: Backend> Session<B> {
     /// step counter, sampler position and the metrics read-back window, so the next
     /// steps are those an uninterrupted run would take.
     pub fn restore(&mut self, ckpt: &lsplat_data::run::Checkpoint) -> Result<(), EngineError> {
+        self.v1_only()?;
         let world = &mut self.engine.world;
         let (x, m, v) = {
             let dev = &world.resource::<Dev<B>>().0;
@@ -349,6 +429,47 @@ impl<B: Backend> Session<B> {
             .get_resource::<FitReport>()
             .cloned()
             .ok_or_else(|| EngineError::Config("the solver reported nothing".into()))
+    }
+
+    /// Uses a plugin's loss (`train.loss_plugin`) instead of the built-in one. Its
+    /// cameras render, evaluate and back-propagate in separate passes unless the loss
+    /// names a built-in kind the fused operator step runs.
+    pub fn use_loss(&mut self, loss: Box<dyn PixelLoss<B>>) -> Result<(), EngineError> {
+        self.v1_only()?;
+        loss.check_channels(self.channels).map_err(|e| {
+            EngineError::Config(format!("train.loss_plugin = {}: {e}", loss.name()))
+        })?;
+        if loss.fused_kind().is_none() {
+            self.engine.world.resource_mut::<RenderSettings>().0.fused = false;
+        }
+        self.engine.world.insert_resource(ActiveLoss(loss));
+        Ok(())
+    }
+
+    /// The plugin model this session trains, if not LangSplat V1.
+    pub fn model(&self) -> Option<&Arc<dyn Model<B>>> {
+        self.model.as_ref()
+    }
+
+    /// Writes a plugin model's outputs into `dir` (see [`Model::write_outputs`]).
+    pub fn write_model_outputs(
+        &mut self,
+        dir: &std::path::Path,
+    ) -> Result<Vec<String>, EngineError> {
+        let model = self.model.clone().ok_or_else(|| {
+            EngineError::Config("the built-in model writes features, not model outputs".into())
+        })?;
+        model.write_outputs(&mut self.engine.world, dir)
+    }
+
+    fn v1_only(&self) -> Result<(), EngineError> {
+        match &self.model {
+            None => Ok(()),
+            Some(m) => Err(EngineError::Config(format!(
+                "train.model = {} has no per-Gaussian feature vector (this needs the built-in model)",
+                m.name()
+            ))),
+        }
     }
 
     /// Levels fitted (one for Adam; `solve.levels` for a solver).
@@ -404,6 +525,7 @@ impl<B: Backend> Session<B> {
 
     /// The trained parameters `[N, C]` (raw, before normalisation).
     pub fn parameters(&mut self) -> Result<Vec<f32>, EngineError> {
+        self.v1_only()?;
         let world = &mut self.engine.world;
         let mut q = world.query::<&FeatureParams<B>>();
         let p = q.single(world).expect("one splat cloud");
@@ -414,6 +536,7 @@ impl<B: Backend> Session<B> {
     /// after level per Gaussian; L = 1 for Adam): unit rows under the V1
     /// normalisation, the solution itself for a solver.
     pub fn features(&mut self) -> Result<Vec<f32>, EngineError> {
+        self.v1_only()?;
         let normalize = self.config.train.normalize && self.config.train.solver == SolverKind::Adam;
         let world = &mut self.engine.world;
         let mut q = world.query::<&FeatureParams<B>>();

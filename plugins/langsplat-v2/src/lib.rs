@@ -7,9 +7,12 @@
 //! - [`codebook`]: the codebook gradient assembled from per-pixel pieces.
 //! - [`l1`]: the optional L1 loss (fvdb normalisation).
 //! - [`kmeans`]: mini-batch k-means used to initialise the codebook.
+//! - [`ops`]: the device ops (kernel + CPU implementation) of the training step.
+//! - [`model`]: the engine model (`train.model = "langsplat_v2"`) and [`outputs`].
 //!
-//! No engine, no ECS, no device. Every public function checks its slice lengths and
-//! returns [`Error`] instead of panicking.
+//! The math needs no engine, no ECS and no device (only [`ops`], [`model`] and
+//! [`outputs`] use the device and engine APIs). Every public function checks its slice lengths and returns [`Error`] instead
+//! of panicking.
 
 mod check;
 pub mod codebook;
@@ -18,6 +21,9 @@ pub mod error;
 pub mod kmeans;
 mod kmeans_pp;
 pub mod l1;
+pub mod model;
+pub mod ops;
+pub mod outputs;
 mod sparse;
 pub mod topk;
 

@@ -1,0 +1,122 @@
+//! The plugins this binary links, by the names configurations use.
+
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use lsplat_core::Config;
+use lsplat_core::config::SolverKind;
+use lsplat_device::Backend;
+use lsplat_engine::{Model, PixelLoss};
+
+/// The built-in model's name.
+pub const BUILT_IN_MODEL: &str = "langsplat";
+
+/// `(name, crate, what)` of every model: `train.model`.
+pub const MODELS: [(&str, &str, &str); 2] = [
+    (
+        BUILT_IN_MODEL,
+        "built in",
+        "LangSplat V1: one feature per Gaussian",
+    ),
+    (
+        langsplat_v2::model::NAME,
+        "plugins/langsplat-v2",
+        "LangSplatV2: top-4 sparse codes over a 64-entry codebook, 512-D decode",
+    ),
+];
+
+/// `(name, crate, what)` of every plugin loss: `train.loss_plugin`.
+pub const LOSSES: [(&str, &str, &str); 1] = [(
+    robust_cosine::NAME,
+    "plugins/robust-cosine",
+    "Cauchy-robust cosine (example plugin with its own kernel)",
+)];
+
+fn names(list: &[(&str, &str, &str)]) -> String {
+    list.iter()
+        .map(|(n, ..)| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Refuses unknown model or loss names and combinations that make no sense, before
+/// anything is loaded or written.
+pub fn check(cfg: &Config, resuming: bool) -> Result<()> {
+    let model = cfg.train.model.as_str();
+    if !MODELS.iter().any(|(n, ..)| *n == model) {
+        bail!(
+            "train.model = {model:?}: no linked plugin provides it (models: {})",
+            names(&MODELS)
+        );
+    }
+    let loss = cfg.train.loss_plugin.as_str();
+    if !loss.is_empty() && !LOSSES.iter().any(|(n, ..)| *n == loss) {
+        bail!(
+            "train.loss_plugin = {loss:?}: no linked plugin provides it (losses: {})",
+            names(&LOSSES)
+        );
+    }
+    if model != BUILT_IN_MODEL {
+        if !loss.is_empty() {
+            bail!(
+                "train.loss_plugin = {loss:?} applies to the built-in model; train.model = {model} has its own loss"
+            );
+        }
+        if cfg.train.solver != SolverKind::Adam {
+            bail!(
+                "train.model = {model} is trained by gradient steps: train.solver must be adam, not {}",
+                cfg.train.solver.name()
+            );
+        }
+        if resuming {
+            bail!(
+                "train.model = {model} runs do not write checkpoints yet: they cannot be resumed"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a dataset the configured model cannot train (after loading it).
+pub fn check_dataset(cfg: &Config, dim: usize) -> Result<()> {
+    const CLIP_WIDTH: usize = 128;
+    if cfg.train.model == BUILT_IN_MODEL
+        && cfg.train.solver == SolverKind::Adam
+        && dim >= CLIP_WIDTH
+    {
+        bail!(
+            "the dataset's features are {dim}-D: LangSplat V1 trains low-dimensional codes (3-D from `lsplat-engine autoencoder encode`); train {dim}-D embeddings with train.model = \"{}\" or encode them first",
+            langsplat_v2::model::NAME
+        );
+    }
+    Ok(())
+}
+
+/// The plugin model named by `train.model` (`None` for the built-in one).
+pub fn model<B: Backend>(cfg: &Config) -> Option<Arc<dyn Model<B>>> {
+    match cfg.train.model.as_str() {
+        langsplat_v2::model::NAME => Some(Arc::new(langsplat_v2::model::LangSplatV2)),
+        _ => None,
+    }
+}
+
+/// The plugin loss named by `train.loss_plugin` (`None` for the built-in one).
+pub fn loss<B: Backend>(cfg: &Config) -> Option<Box<dyn PixelLoss<B>>> {
+    match cfg.train.loss_plugin.as_str() {
+        robust_cosine::NAME => Some(Box::new(robust_cosine::RobustCosine::<B>::default())),
+        _ => None,
+    }
+}
+
+/// Lines for `lsplat-engine info`.
+pub fn describe() -> Vec<String> {
+    let mut out = vec!["models (train.model):".to_string()];
+    for (n, c, w) in MODELS {
+        out.push(format!("  {n:<14} {c:<22} {w}"));
+    }
+    out.push("losses (train.loss_plugin):".to_string());
+    for (n, c, w) in LOSSES {
+        out.push(format!("  {n:<14} {c:<22} {w}"));
+    }
+    out
+}

@@ -1,0 +1,59 @@
+//! Models that plugins bring (`train.model`): what is trained per Gaussian, how it is
+//! rendered, its loss and its optimiser step. LangSplat V1 (`langsplat`) is built in
+//! ([`crate::plugins::FeaturePlugin`]); any other model is a [`Model`] whose
+//! [`Model::build`] adds its resources and its Rasterize, Loss, Backward and Step
+//! systems on top of the shared pipeline (batch sampling, resident ground truth,
+//! projection, binning, the operator cache and the metrics).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bevy_ecs::prelude::*;
+use lsplat_core::Config;
+use lsplat_data::SceneData;
+use lsplat_device::Backend;
+
+use crate::{Engine, EngineError};
+
+/// What a model's [`Model::build`] gets to know about the session.
+#[derive(Clone, Debug)]
+pub struct ModelContext {
+    /// Gaussians N.
+    pub gaussians: usize,
+    /// Channels of the ground truth (the dataset's feature width).
+    pub channels: usize,
+    /// Most valid pixels of any camera (per-pixel buffers are sized for it).
+    pub max_valid: usize,
+    /// The run's configuration.
+    pub config: Config,
+}
+
+/// A trainable model provided by a plugin.
+///
+/// The session inserts the shared resources before [`Model::build`] runs, among them
+/// [`crate::resources::Frames`] with `rendered` / `d_rendered` buffers of
+/// `max_valid × render_channels()` per batch slot, and [`crate::resources::Metrics`]
+/// whose `loss[step % every]` the model's Loss systems must write (the batch mean).
+pub trait Model<B: Backend>: Send + Sync + 'static {
+    /// Its `train.model` name.
+    fn name(&self) -> &'static str;
+    /// Channels of what it composites per pixel (the frame buffers' width).
+    fn render_channels(&self) -> usize;
+    /// Refuses datasets it cannot train (`channels` = the ground truth's width).
+    fn check(&self, channels: usize) -> Result<(), String>;
+    /// Adds its parameters and systems. `scene` is the loaded scene (for
+    /// data-dependent initialisation).
+    fn build(
+        &self,
+        engine: &mut Engine,
+        ctx: &ModelContext,
+        scene: &SceneData,
+    ) -> Result<(), EngineError>;
+    /// Writes the trained model into `dir` (atomically, file by file) and returns the
+    /// names of the files written.
+    fn write_outputs(&self, world: &mut World, dir: &Path) -> Result<Vec<String>, EngineError>;
+}
+
+/// The model a session trains when it is not the built-in one.
+#[derive(Resource, Clone)]
+pub struct ActiveModel<B: Backend>(pub Arc<dyn Model<B>>);

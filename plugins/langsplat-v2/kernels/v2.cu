@@ -1,0 +1,223 @@
+// v2.cu — the kernels of the langsplat-v2 plugin (LangSplatV2 sparse coefficients,
+// codebook decode fused with the cosine loss, and the codebook gradient).
+//
+// Defines from the plugin's Rust code (src/ops.rs): LV2_CODES (codebook size C),
+// LV2_K (nonzero coefficients per Gaussian), LV2_SUM_THREADS (threads of lv2_sum),
+// LV2_TINY_NORM_SQ (a decoded |F|² at most this has cosine 0). Every kernel loops
+// grid-stride over its items, accumulates in double in a fixed order (no atomics), and
+// performs the same operations in the same order as the CPU implementation in
+// src/ops/*.rs, so the simt runtime reproduces it bit for bit.
+#include "compat.h"
+
+#define LV2_CC ((u64)LV2_CODES * LV2_CODES)
+
+// Whether logit a ranks strictly above b: larger first, NaN below every number.
+__device__ __forceinline__ bool lv2_above(float a, float b) {
+  return a == a && (b != b || a > b);
+}
+
+// f64 dot product of n floats, summed in index order.
+__device__ __forceinline__ double lv2_dot(const float* a, const float* b, u32 n) {
+  double s = 0.0;
+  for (u32 j = 0; j < n; ++j) s += (double)a[j] * (double)b[j];
+  return s;
+}
+
+// One thread per Gaussian: the top LV2_K logits (descending; ties to the lower index),
+// their softmax, and the dense row holding them.
+extern "C" __global__ void lv2_topk(u32 items, const float* logits, u32* idx, float* val,
+                                    float* dense) {
+  for (u64 i = ls_global_id(); i < items; i += ls_global_stride()) {
+    const float* row = logits + i * LV2_CODES;
+    u32 si[LV2_K];
+    float sv[LV2_K];
+    for (u32 j = 0; j < LV2_K; ++j) {
+      si[j] = 0;
+      sv[j] = 0.0f;
+    }
+    u32 n = 0;
+    for (u32 c = 0; c < LV2_CODES; ++c) {
+      float l = row[c];
+      if (n == LV2_K && !lv2_above(l, sv[LV2_K - 1])) continue;
+      u32 pos = 0;
+      while (pos < n && !lv2_above(l, sv[pos])) ++pos;
+      u32 last = n < LV2_K ? n : LV2_K - 1;
+      for (u32 j = last; j > pos; --j) {
+        si[j] = si[j - 1];
+        sv[j] = sv[j - 1];
+      }
+      si[pos] = c;
+      sv[pos] = l;
+      if (n < LV2_K) ++n;
+    }
+    double m = (double)sv[0];
+    double sum = 0.0;
+    for (u32 j = 0; j < LV2_K; ++j) sum += exp((double)sv[j] - m);
+    float* d = dense + i * LV2_CODES;
+    for (u32 c = 0; c < LV2_CODES; ++c) d[c] = 0.0f;
+    for (u32 j = 0; j < LV2_K; ++j) {
+      float v = (float)(exp((double)sv[j] - m) / sum);
+      idx[i * LV2_K + j] = si[j];
+      val[i * LV2_K + j] = v;
+      d[si[j]] += v;
+    }
+  }
+}
+
+// One thread per Gaussian: d_logits = 0 except dl_i = w_i (d_i − Σ_j w_j d_j) at the
+// selected codes, d_i = d_dense[idx_i]. Indices ≥ LV2_CODES are skipped.
+extern "C" __global__ void lv2_topk_backward(u32 items, const u32* idx, const float* val,
+                                             const float* d_dense, float* d_logits) {
+  for (u64 i = ls_global_id(); i < items; i += ls_global_stride()) {
+    const u32* ri = idx + i * LV2_K;
+    const float* rv = val + i * LV2_K;
+    const float* dd = d_dense + i * LV2_CODES;
+    float* out = d_logits + i * LV2_CODES;
+    for (u32 c = 0; c < LV2_CODES; ++c) out[c] = 0.0f;
+    double dot = 0.0;
+    for (u32 j = 0; j < LV2_K; ++j) {
+      double d = ri[j] < LV2_CODES ? (double)dd[ri[j]] : 0.0;
+      dot += (double)rv[j] * d;
+    }
+    for (u32 j = 0; j < LV2_K; ++j) {
+      if (ri[j] >= LV2_CODES) continue;
+      out[ri[j]] += (float)((double)rv[j] * ((double)dd[ri[j]] - dot));
+    }
+  }
+}
+
+// items = rows·C + C² + rows: bg = table·codebookᵀ, then gram = codebook·codebookᵀ,
+// then gnorm = |table row|.
+extern "C" __global__ void lv2_prep(u32 items, const float* codebook, const float* table,
+                                    float* bg, float* gram, float* gnorm, u32 dim) {
+  u64 rows = ((u64)items - LV2_CC) / (LV2_CODES + 1);
+  u64 nbg = rows * LV2_CODES;
+  for (u64 e = ls_global_id(); e < items; e += ls_global_stride()) {
+    if (e < nbg) {
+      u64 r = e / LV2_CODES, c = e % LV2_CODES;
+      bg[e] = (float)lv2_dot(table + r * dim, codebook + c * dim, dim);
+    } else if (e < nbg + LV2_CC) {
+      u64 t = e - nbg;
+      u64 i = t / LV2_CODES, j = t % LV2_CODES;
+      gram[t] = (float)lv2_dot(codebook + i * dim, codebook + j * dim, dim);
+    } else {
+      u64 r = e - nbg - LV2_CC;
+      const float* g = table + r * dim;
+      gnorm[r] = (float)sqrt(lv2_dot(g, g, dim));
+    }
+  }
+}
+
+// One thread per valid pixel: rho = 1 − cos(Bᵀw, g), d_w, and the codebook-gradient
+// coefficients (c1, c2); zero weights are skipped like the CPU code skips them.
+extern "C" __global__ void lv2_cosine(u32 items, const float* w, const u32* mask,
+                                      const float* bg, const float* gram, const float* gnorm,
+                                      float* d_w, float* rho, float* coef, float grad_scale) {
+  for (u64 p = ls_global_id(); p < items; p += ls_global_stride()) {
+    const float* wp = w + p * LV2_CODES;
+    u64 r = mask[p];
+    const float* b = bg + r * LV2_CODES;
+    double g = (double)gnorm[r];
+    double gw[LV2_CODES];
+    for (u32 m = 0; m < LV2_CODES; ++m) gw[m] = 0.0;
+    double a = 0.0;
+    for (u32 c = 0; c < LV2_CODES; ++c) {
+      if (wp[c] == 0.0f) continue;
+      double wc = (double)wp[c];
+      a += wc * (double)b[c];
+      const float* gr = gram + (u64)c * LV2_CODES;
+      for (u32 m = 0; m < LV2_CODES; ++m) gw[m] += wc * (double)gr[m];
+    }
+    double q = 0.0;
+    for (u32 c = 0; c < LV2_CODES; ++c) {
+      if (wp[c] != 0.0f) q += (double)wp[c] * gw[c];
+    }
+    float* dw = d_w + p * LV2_CODES;
+    if (q <= LV2_TINY_NORM_SQ || g == 0.0) {
+      for (u32 m = 0; m < LV2_CODES; ++m) dw[m] = 0.0f;
+      rho[p] = 1.0f;
+      coef[2 * p] = 0.0f;
+      coef[2 * p + 1] = 0.0f;
+      continue;
+    }
+    double inv = 1.0 / (sqrt(q) * g);
+    double scale = (double)grad_scale;
+    double c1 = -scale * inv;
+    double c2 = scale * a * inv / q;
+    rho[p] = (float)(1.0 - a * inv);
+    coef[2 * p] = (float)c1;
+    coef[2 * p + 1] = (float)c2;
+    for (u32 m = 0; m < LV2_CODES; ++m) dw[m] = (float)(c1 * (double)b[m] + c2 * gw[m]);
+  }
+}
+
+// items = rows·C + C², one thread per output entry, summing over the pixels in order:
+// u[r,k] = Σ_{p: mask_p = r} c1_p w_pk, then s[k,m] = Σ_p c2_p w_pk w_pm.
+extern "C" __global__ void lv2_acc(u32 items, const float* w, const u32* mask,
+                                   const float* coef, float* u, float* s, u32 pixels) {
+  u64 nu = (u64)items - LV2_CC;
+  for (u64 e = ls_global_id(); e < items; e += ls_global_stride()) {
+    double acc = 0.0;
+    if (e < nu) {
+      u32 r = (u32)(e / LV2_CODES);
+      u64 k = e % LV2_CODES;
+      for (u32 p = 0; p < pixels; ++p) {
+        float c1 = coef[2 * (u64)p];
+        if (mask[p] != r || c1 == 0.0f) continue;
+        acc += (double)c1 * (double)w[(u64)p * LV2_CODES + k];
+      }
+      u[e] = (float)acc;
+    } else {
+      u64 t = e - nu;
+      u64 k = t / LV2_CODES, m = t % LV2_CODES;
+      for (u32 p = 0; p < pixels; ++p) {
+        float c2 = coef[2 * (u64)p + 1];
+        const float* wp = w + (u64)p * LV2_CODES;
+        if (c2 == 0.0f || wp[k] == 0.0f) continue;
+        acc += (double)c2 * (double)wp[k] * (double)wp[m];
+      }
+      s[t] = (float)acc;
+    }
+  }
+}
+
+// items = C·dim, one thread per entry: d_codebook[k,j] += Σ_r u[r,k] table[r,j]
+// + Σ_m s[k,m] codebook[m,j] (zero coefficients skipped).
+extern "C" __global__ void lv2_codebook_grad(u32 items, const float* u, const float* s,
+                                             const float* table, const float* codebook,
+                                             float* d_codebook, u32 rows) {
+  u64 dim = (u64)items / LV2_CODES;
+  for (u64 e = ls_global_id(); e < items; e += ls_global_stride()) {
+    u64 k = e / dim, j = e % dim;
+    double acc = 0.0;
+    for (u64 r = 0; r < rows; ++r) {
+      float cf = u[r * LV2_CODES + k];
+      if (cf != 0.0f) acc += (double)cf * (double)table[r * dim + j];
+    }
+    for (u64 m = 0; m < LV2_CODES; ++m) {
+      float cf = s[k * LV2_CODES + m];
+      if (cf != 0.0f) acc += (double)cf * (double)codebook[m * dim + j];
+    }
+    d_codebook[e] = (float)((double)d_codebook[e] + acc);
+  }
+}
+
+// One block of LV2_SUM_THREADS threads: loss[slot] (+)= scale · Σ rho, summed in a
+// fixed order (thread t takes t, t + T, …; then a tree over the threads).
+extern "C" __global__ void lv2_sum(u32 items, const float* rho, float* loss, u32 n, u32 slot,
+                                   float scale, u32 accumulate) {
+  __shared__ double part[LV2_SUM_THREADS];
+  (void)items;
+  double a = 0.0;
+  for (u32 i = threadIdx.x; i < n; i += LV2_SUM_THREADS) a += (double)rho[i];
+  part[threadIdx.x] = a;
+  __syncthreads();
+  for (u32 w = LV2_SUM_THREADS / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    float v = (float)(part[0] * (double)scale);
+    loss[slot] = accumulate ? loss[slot] + v : v;
+  }
+}

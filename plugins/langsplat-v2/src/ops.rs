@@ -1,0 +1,177 @@
+//! Device ops of LangSplatV2 training: each a CUDA C kernel (`kernels/v2.cu`) plus a
+//! native CPU implementation, run by `Backend::run_op` on any backend.
+//!
+//! | op | items | arguments |
+//! |---|---|---|
+//! | [`TopKOp`] | N | logits, idx (w), val (w), dense (w) |
+//! | [`TopKBackwardOp`] | N | idx, val, d_dense, d_logits (w) |
+//! | [`PrepOp`] | rows·C + C² + rows | codebook, table, bg (w), gram (w), gnorm (w), `dim` |
+//! | [`CosineOp`] | V | w, mask, bg, gram, gnorm, d_w (w), rho (w), coef (w), `grad_scale` |
+//! | [`AccOp`] | rows·C + C² | w, mask, coef, u (w), s (w), `pixels` |
+//! | [`CodebookGradOp`] | C·dim | u, s, table, codebook, d_codebook (+=), `rows` |
+//! | [`SumOp`] | [`SUM_THREADS`] | rho, loss (w), `n`, `slot`, `scale`, `accumulate` |
+//!
+//! C = [`CODES`], K = [`TOP_K`]; (w) marks written buffers, `name` a scalar. A
+//! kernel trusts index data (mask rows, code indices) and size scalars; the CPU
+//! implementations check them and fail instead. Every op is deterministic; the CPU
+//! and simt results agree bit for bit except [`AccOp`] (blocked sums on the CPU).
+
+mod acc;
+mod cosine;
+mod topk;
+
+pub use acc::{AccOp, CodebookGradOp};
+pub use cosine::{CosineOp, PixelCosine, PrepOp, cosine_pixel};
+pub use topk::{TopKBackwardOp, TopKOp, topk_backward_row, topk_row};
+
+use lsplat_device::{DeviceError, DeviceOp, HostArgs, HostPool, OpKernel, Result};
+
+use crate::{CODES, TINY_NORM_SQ, TOP_K};
+
+/// The plugin's name (its ops' `plugin`).
+pub const PLUGIN: &str = "langsplat-v2";
+
+/// Threads of the single block that sums the per-pixel losses (`LV2_SUM_THREADS`).
+pub const SUM_THREADS: usize = 256;
+
+const SOURCE: &str = include_str!("../kernels/v2.cu");
+
+/// The kernel `entry` of `kernels/v2.cu`, with the plugin's constants as defines.
+fn kernel(entry: &'static str, block: u32) -> OpKernel {
+    OpKernel {
+        source: SOURCE,
+        entry,
+        block,
+        defines: vec![
+            ("LV2_CODES".into(), format!("{CODES}u")),
+            ("LV2_K".into(), format!("{TOP_K}u")),
+            ("LV2_SUM_THREADS".into(), format!("{SUM_THREADS}u")),
+            ("LV2_TINY_NORM_SQ".into(), format!("{TINY_NORM_SQ:e}")),
+        ],
+    }
+}
+
+/// Threads per block of the per-item kernels.
+const BLOCK: u32 = 256;
+
+/// `lens` must have `count` entries.
+fn arity(op: &'static str, lens: &[usize], count: usize) -> Result<()> {
+    if lens.len() == count {
+        Ok(())
+    } else {
+        Err(DeviceError::shape(
+            op,
+            format!("{} arguments, {count} expected", lens.len()),
+        ))
+    }
+}
+
+/// `items` must be `expected` (what the op's sizes imply).
+fn items_are(op: &'static str, items: usize, expected: usize, what: &str) -> Result<()> {
+    if items == expected {
+        Ok(())
+    } else {
+        Err(DeviceError::shape(
+            op,
+            format!("items = {items}, the op was made for {expected} ({what})"),
+        ))
+    }
+}
+
+/// Buffer `what` must hold at least `a·b` elements.
+fn need(op: &'static str, what: &str, got: usize, a: usize, b: usize) -> Result<()> {
+    lsplat_device::check::at_least(op, what, got, a.saturating_mul(b))
+}
+
+/// A size scalar must equal the op's field.
+fn scalar_is(op: &'static str, what: &str, got: u32, want: usize) -> Result<()> {
+    if got as usize == want {
+        Ok(())
+    } else {
+        Err(DeviceError::shape(
+            op,
+            format!("{what} = {got}, the op was made for {want}"),
+        ))
+    }
+}
+
+/// Every entry of `data` must be below `bound`.
+fn all_below(op: &'static str, what: &str, data: &[u32], bound: usize) -> Result<()> {
+    match data.iter().position(|&v| v as usize >= bound) {
+        None => Ok(()),
+        Some(p) => Err(DeviceError::shape(
+            op,
+            format!("{what}[{p}] = {} is not below {bound}", data[p]),
+        )),
+    }
+}
+
+/// f64 dot product summed in index order (as `lv2_dot`).
+fn dot64(a: &[f32], b: &[f32]) -> f64 {
+    let mut s = 0.0f64;
+    for (&x, &y) in a.iter().zip(b) {
+        s += f64::from(x) * f64::from(y);
+    }
+    s
+}
+
+/// `loss[slot] (+)= scale · Σ rho[..n]` in the kernel's fixed order. Arguments:
+/// `[0]` rho, `[1]` loss (written), `[2]` n, `[3]` slot, `[4]` scale (f32),
+/// `[5]` accumulate (0/1); items = [`SUM_THREADS`].
+#[derive(Debug)]
+pub struct SumOp;
+
+impl DeviceOp for SumOp {
+    fn plugin(&self) -> &'static str {
+        PLUGIN
+    }
+    fn name(&self) -> &'static str {
+        "lv2_sum"
+    }
+    fn kernel(&self) -> OpKernel {
+        kernel("lv2_sum", SUM_THREADS as u32)
+    }
+    fn check(&self, items: usize, lens: &[usize]) -> Result<()> {
+        if items != SUM_THREADS || lens.len() != 6 {
+            return Err(DeviceError::shape(
+                self.name(),
+                format!("runs as one block of {SUM_THREADS} items with 6 arguments"),
+            ));
+        }
+        Ok(())
+    }
+    fn run_cpu(&self, _items: usize, a: &mut HostArgs<'_>, _pool: &dyn HostPool) -> Result<()> {
+        let n = self.name();
+        let rho = a.f32(0)?;
+        let loss = a.f32_mut(1)?;
+        let (count, slot) = (a.scalar_u32(2)? as usize, a.scalar_u32(3)? as usize);
+        let (scale, accumulate) = (a.scalar_f32(4)?, a.scalar_u32(5)? != 0);
+        need(n, "rho", rho.len(), count, 1)?;
+        need(n, "loss", loss.len(), slot + 1, 1)?;
+        let mut part = [0.0f64; SUM_THREADS];
+        for (t, p) in part.iter_mut().enumerate() {
+            *p = rho[..count]
+                .iter()
+                .skip(t)
+                .step_by(SUM_THREADS)
+                .fold(0.0, |a, &v| a + f64::from(v));
+        }
+        let mut w = SUM_THREADS / 2;
+        while w > 0 {
+            for t in 0..w {
+                part[t] += part[t + w];
+            }
+            w /= 2;
+        }
+        let v = (part[0] * f64::from(scale)) as f32;
+        loss[slot] = if accumulate { loss[slot] + v } else { v };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_checks;
+#[cfg(test)]
+mod tests_run;

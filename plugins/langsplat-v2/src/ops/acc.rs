@@ -1,0 +1,184 @@
+//! The codebook gradient: per-pixel pieces summed (`lv2_acc`), then formed
+//! (`lv2_codebook_grad`).
+
+use std::sync::Mutex;
+
+use lsplat_device::{DeviceOp, HostArgs, HostPool, OpKernel, Result};
+
+use super::{BLOCK, PLUGIN, all_below, arity, items_are, kernel, need, scalar_is};
+use crate::CODES;
+
+/// The pieces of the codebook gradient ([`crate::CodebookAcc`]) from [`super::CosineOp`]'s
+/// coefficients: `u[r,k] = Σ_{p: mask_p = r} c1_p w_pk`, `s[k,m] = Σ_p c2_p w_pk w_pm`.
+/// Arguments: `[0]` w `[V·C]`, `[1]` mask `[V]` (u32, each < rows), `[2]` coef
+/// `[2V]`, `[3]` u `[rows·C]` (overwritten), `[4]` s `[C·C]` (overwritten), `[5]`
+/// pixels (u32 scalar, = `self.pixels`); items = rows·C + C².
+///
+/// The kernel sums each entry over the pixels in order; the CPU sums blocks of pixels
+/// in parallel and adds the blocks in order (both in f64, deterministic; they differ
+/// in rounding only).
+#[derive(Debug)]
+pub struct AccOp {
+    /// Rows of the ground-truth table.
+    pub rows: usize,
+    /// Valid pixels V.
+    pub pixels: usize,
+}
+
+impl AccOp {
+    /// The op's `items`: rows·C + C².
+    pub fn items(&self) -> usize {
+        self.rows * CODES + CODES * CODES
+    }
+}
+
+impl DeviceOp for AccOp {
+    fn plugin(&self) -> &'static str {
+        PLUGIN
+    }
+    fn name(&self) -> &'static str {
+        "lv2_acc"
+    }
+    fn kernel(&self) -> OpKernel {
+        kernel("lv2_acc", BLOCK)
+    }
+    fn check(&self, items: usize, lens: &[usize]) -> Result<()> {
+        let n = self.name();
+        arity(n, lens, 6)?;
+        items_are(n, items, self.items(), "rows·C + C²")?;
+        need(n, "w", lens[0], self.pixels, CODES)?;
+        need(n, "mask", lens[1], self.pixels, 1)?;
+        need(n, "coef", lens[2], self.pixels, 2)?;
+        need(n, "u", lens[3], self.rows, CODES)?;
+        need(n, "s", lens[4], CODES, CODES)
+    }
+    fn run_cpu(&self, items: usize, a: &mut HostArgs<'_>, pool: &dyn HostPool) -> Result<()> {
+        let (w, mask, coef) = (a.f32(0)?, a.u32(1)?, a.f32(2)?);
+        let u = a.f32_mut(3)?;
+        let s = a.f32_mut(4)?;
+        self.check(
+            items,
+            &[w.len(), mask.len(), coef.len(), u.len(), s.len(), 0],
+        )?;
+        let n = self.name();
+        scalar_is(n, "pixels", a.scalar_u32(5)?, self.pixels)?;
+        let (pixels, nu) = (self.pixels, self.rows * CODES);
+        all_below(n, "mask", &mask[..pixels], self.rows)?;
+        let parts: Vec<Mutex<Vec<f64>>> = (0..pool.blocks(pixels))
+            .map(|_| Mutex::new(Vec::new()))
+            .collect();
+        pool.for_rows(pixels, &mut [], 0, &|b, ps, _| {
+            let mut part = vec![0.0f64; items];
+            let (pu, pss) = part.split_at_mut(nu);
+            let mut wd = [0.0f64; CODES];
+            for p in ps {
+                let (c1, c2) = (f64::from(coef[2 * p]), f64::from(coef[2 * p + 1]));
+                if c1 == 0.0 && c2 == 0.0 {
+                    continue;
+                }
+                for (d, &v) in wd.iter_mut().zip(&w[p * CODES..][..CODES]) {
+                    *d = f64::from(v);
+                }
+                if c1 != 0.0 {
+                    let ur = &mut pu[mask[p] as usize * CODES..][..CODES];
+                    for (o, &wk) in ur.iter_mut().zip(&wd) {
+                        *o += c1 * wk;
+                    }
+                }
+                if c2 != 0.0 {
+                    // Rows k with w_pk = 0 are skipped (as the kernel skips them); the
+                    // zero terms added within a row leave the sums' bits unchanged.
+                    for (row, &wk) in pss.chunks_exact_mut(CODES).zip(&wd) {
+                        if wk != 0.0 {
+                            let t = c2 * wk;
+                            for (o, &wm) in row.iter_mut().zip(&wd) {
+                                *o += t * wm;
+                            }
+                        }
+                    }
+                }
+            }
+            *parts[b].lock().unwrap_or_else(|e| e.into_inner()) = part;
+            0.0
+        });
+        let parts: Vec<Vec<f64>> = parts
+            .into_iter()
+            .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        let out = u[..nu].iter_mut().chain(s[..CODES * CODES].iter_mut());
+        for (e, o) in out.enumerate() {
+            let mut sum = 0.0f64;
+            for part in &parts {
+                sum += part[e];
+            }
+            *o = sum as f32;
+        }
+        Ok(())
+    }
+}
+
+/// Adds the codebook gradient `uᵀ·table + s·codebook` (as [`crate::codebook_gradient`],
+/// bit for bit). Arguments: `[0]` u `[rows·C]`, `[1]` s `[C·C]`, `[2]` table
+/// `[rows·dim]`, `[3]` codebook `[C·dim]`, `[4]` d_codebook `[C·dim]` (added to),
+/// `[5]` rows (u32 scalar, = `self.rows`); items = C·dim.
+#[derive(Debug)]
+pub struct CodebookGradOp {
+    /// Rows of the ground-truth table.
+    pub rows: usize,
+    /// Feature dimension.
+    pub dim: usize,
+}
+
+impl DeviceOp for CodebookGradOp {
+    fn plugin(&self) -> &'static str {
+        PLUGIN
+    }
+    fn name(&self) -> &'static str {
+        "lv2_codebook_grad"
+    }
+    fn kernel(&self) -> OpKernel {
+        kernel("lv2_codebook_grad", BLOCK)
+    }
+    fn check(&self, items: usize, lens: &[usize]) -> Result<()> {
+        let n = self.name();
+        arity(n, lens, 6)?;
+        items_are(n, items, CODES * self.dim, "C·dim")?;
+        need(n, "u", lens[0], self.rows, CODES)?;
+        need(n, "s", lens[1], CODES, CODES)?;
+        need(n, "table", lens[2], self.rows, self.dim)?;
+        need(n, "codebook", lens[3], CODES, self.dim)?;
+        need(n, "d_codebook", lens[4], CODES, self.dim)
+    }
+    fn run_cpu(&self, items: usize, a: &mut HostArgs<'_>, pool: &dyn HostPool) -> Result<()> {
+        let (u, s, table, codebook) = (a.f32(0)?, a.f32(1)?, a.f32(2)?, a.f32(3)?);
+        let d = a.f32_mut(4)?;
+        let lens = [u.len(), s.len(), table.len(), codebook.len(), d.len(), 0];
+        self.check(items, &lens)?;
+        scalar_is(self.name(), "rows", a.scalar_u32(5)?, self.rows)?;
+        let (rows, dim) = (self.rows, self.dim);
+        if dim == 0 {
+            return Ok(());
+        }
+        pool.for_rows(CODES, &mut d[..CODES * dim], dim, &|_, ks, out| {
+            let mut tmp = vec![0.0f64; dim];
+            for (k, o) in ks.zip(out.chunks_exact_mut(dim)) {
+                tmp.fill(0.0);
+                let u_col = (0..rows).map(|r| (u[r * CODES + k], &table[r * dim..][..dim]));
+                let s_row = (0..CODES).map(|m| (s[k * CODES + m], &codebook[m * dim..][..dim]));
+                for (cf, src) in u_col.chain(s_row) {
+                    if cf != 0.0 {
+                        let cf = f64::from(cf);
+                        for (t, &x) in tmp.iter_mut().zip(src) {
+                            *t += cf * f64::from(x);
+                        }
+                    }
+                }
+                for (v, t) in o.iter_mut().zip(&tmp) {
+                    *v = (f64::from(*v) + t) as f32;
+                }
+            }
+            0.0
+        });
+        Ok(())
+    }
+}
