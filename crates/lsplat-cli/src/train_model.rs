@@ -70,6 +70,7 @@ pub fn train<B: Backend>(
     }
     let seconds = t0.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    let report = session.model_report()?;
     let files = session
         .write_model_outputs(run.path())
         .with_context(|| format!("writing the {name} outputs"))?;
@@ -96,6 +97,7 @@ pub fn train<B: Backend>(
         "loss_last_window": last,
         "loss_window_steps": window,
         "outputs": files,
+        "report": report,
         "cache": { "hits": stats.hits, "misses": stats.misses, "evictions": stats.evictions, "bytes": stats.bytes },
     });
     run.finish(serde_json::to_string_pretty(&summary)?.as_bytes())?;
@@ -111,6 +113,9 @@ pub fn train<B: Backend>(
         "loss: mean of the first {window} steps {first:.6}, of the last {window} {last:.6} ({:.2}× lower)",
         first / last
     );
+    if !report.is_null() {
+        println!("quality: {report}");
+    }
     println!("outputs: {}", files.join(", "));
     println!("run directory: {}", run.path().display());
     Ok(())

@@ -241,6 +241,14 @@ pub trait Backend: Send + Sync + Sized + 'static {
         crate::op::run_through_host(self, op, items, args)
     }
 
+    /// Makes `op` ready to run: GPU backends compile (and cache) its kernel, so a
+    /// kernel that does not compile is reported before any step runs. The default
+    /// has nothing to prepare.
+    fn prepare_op(&self, op: &dyn crate::op::DeviceOp) -> Result<()> {
+        let _ = op;
+        Ok(())
+    }
+
     /// One fused Adam step over a parameter buffer.
     fn adam_step(
         &self,

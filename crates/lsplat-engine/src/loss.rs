@@ -16,6 +16,12 @@ pub trait PixelLoss<B: Backend>: Send + Sync + 'static {
     fn fused_kind(&self) -> Option<LossKind> {
         None
     }
+    /// Every device op the loss runs (prepared — GPU kernels compiled — when the loss
+    /// is installed, so a kernel that does not compile stops the run before its first
+    /// step).
+    fn ops(&self) -> Vec<Box<dyn lsplat_device::DeviceOp>> {
+        Vec::new()
+    }
     /// Refuses feature widths the loss is not meant for (checked before any step).
     fn check_channels(&self, channels: usize) -> Result<(), String> {
         let _ = channels;

@@ -39,6 +39,9 @@ pub trait Model<B: Backend>: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// Channels of what it composites per pixel (the frame buffers' width).
     fn render_channels(&self) -> usize;
+    /// Every device op the model runs (prepared — GPU kernels compiled — before the
+    /// session's first step).
+    fn ops(&self) -> Vec<Box<dyn lsplat_device::DeviceOp>>;
     /// Refuses datasets it cannot train (`channels` = the ground truth's width).
     fn check(&self, channels: usize) -> Result<(), String>;
     /// Adds its parameters and systems. `scene` is the loaded scene (for
@@ -49,6 +52,12 @@ pub trait Model<B: Backend>: Send + Sync + 'static {
         ctx: &ModelContext,
         scene: &SceneData,
     ) -> Result<(), EngineError>;
+    /// Quality figures for the run's summary (`"report"` in summary.json), computed
+    /// after the last step; `Null` when the model has none.
+    fn report(&self, world: &mut World) -> Result<serde_json::Value, EngineError> {
+        let _ = world;
+        Ok(serde_json::Value::Null)
+    }
     /// Writes the trained model into `dir` (atomically, file by file) and returns the
     /// names of the files written.
     fn write_outputs(&self, world: &mut World, dir: &Path) -> Result<Vec<String>, EngineError>;

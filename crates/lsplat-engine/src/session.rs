@@ -60,6 +60,17 @@ pub struct Session<B: Backend> {
     backend: PhantomData<B>,
 }
 
+/// Prepares (compiles) every op of a plugin before any step runs.
+fn prepare_ops<B: Backend>(
+    dev: &B,
+    ops: &[Box<dyn lsplat_device::DeviceOp>],
+) -> Result<(), EngineError> {
+    for op in ops {
+        dev.prepare_op(op.as_ref())?;
+    }
+    Ok(())
+}
+
 /// Default cache budget: half the device's free memory, or 4 GiB if unknown.
 fn default_budget<B: Backend>(dev: &B) -> u64 {
     dev.memory().map_or(4 << 30, |m| m.free / 2)
@@ -310,6 +321,7 @@ impl<B: Backend> Session<B> {
                 config: config.clone(),
             };
             engine.insert_resource(ActiveModel(m.clone()));
+            prepare_ops(&engine.world.resource::<Dev<B>>().0, &m.ops())?;
             m.build(&mut engine, &ctx, &scene)?;
             if let Some(e) = engine.world.resource_mut::<Fault>().0.take() {
                 return Err(e);
@@ -439,6 +451,7 @@ impl<B: Backend> Session<B> {
         loss.check_channels(self.channels).map_err(|e| {
             EngineError::Config(format!("train.loss_plugin = {}: {e}", loss.name()))
         })?;
+        prepare_ops(self.device(), &loss.ops())?;
         if loss.fused_kind().is_none() {
             self.engine.world.resource_mut::<RenderSettings>().0.fused = false;
         }
@@ -460,6 +473,14 @@ impl<B: Backend> Session<B> {
             EngineError::Config("the built-in model writes features, not model outputs".into())
         })?;
         model.write_outputs(&mut self.engine.world, dir)
+    }
+
+    /// A plugin model's quality figures (see [`Model::report`]).
+    pub fn model_report(&mut self) -> Result<serde_json::Value, EngineError> {
+        match self.model.clone() {
+            Some(m) => m.report(&mut self.engine.world),
+            None => Ok(serde_json::Value::Null),
+        }
     }
 
     fn v1_only(&self) -> Result<(), EngineError> {

@@ -302,6 +302,10 @@ impl<R: Runtime> Backend for GpuBackend<R> {
         ops::plugin_op(&self.gpu, op, items, args)
     }
 
+    fn prepare_op(&self, op: &dyn DeviceOp) -> Result<()> {
+        ops::plugin_function(&self.gpu, op).map(|_| ())
+    }
+
     fn adam_step(
         &self,
         params: &mut GpuBuf<R, f32>,

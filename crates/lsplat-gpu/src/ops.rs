@@ -248,3 +248,16 @@ pub(crate) fn plugin_op<R: Runtime>(
     // `check` accepts (the op's contract, tested on simt with guarded buffers).
     unsafe { gpu.rt.launch(&f, dims, &mut p[..n]) }
 }
+
+/// The compiled kernel of a plugin op (compiled once per source and define set).
+pub(crate) fn plugin_function<R: Runtime>(
+    gpu: &Gpu<R>,
+    op: &dyn lsplat_device::DeviceOp,
+) -> Result<R::Function, DeviceError> {
+    let k = op.kernel();
+    let label = format!("plugin {}, op {} ({})", op.plugin(), op.name(), k.entry);
+    let source = lsplat_kernels::plugin_source(&format!("{}.cu", op.plugin()), k.source);
+    let mut defines = lsplat_kernels::plugin_defines();
+    defines.extend(k.defines.iter().cloned());
+    gpu.source_function(&label, &source, &defines, k.entry)
+}

@@ -82,6 +82,10 @@ impl<B: Backend> Model<B> for LangSplatV2 {
         CODES
     }
 
+    fn ops(&self) -> Vec<Box<dyn lsplat_device::DeviceOp>> {
+        ops::all()
+    }
+
     fn check(&self, channels: usize) -> Result<(), String> {
         if channels < MIN_DIM {
             return Err(format!(
@@ -162,9 +166,97 @@ impl<B: Backend> Model<B> for LangSplatV2 {
         Ok(())
     }
 
+    fn report(&self, world: &mut World) -> Result<serde_json::Value, EngineError> {
+        let (cos, pixels, cameras) = evaluate::<B>(world)?;
+        Ok(serde_json::json!({
+            "mean_cosine_valid": cos,
+            "valid_pixels": pixels,
+            "cameras": cameras,
+        }))
+    }
+
     fn write_outputs(&self, world: &mut World, dir: &Path) -> Result<Vec<String>, EngineError> {
         crate::outputs::write::<B>(world, dir)
     }
+}
+
+/// Mean cosine between the decoded and the target feature over the valid pixels of
+/// every camera that holds a cache (with the final logits and codebook), the pixels
+/// and the cameras counted.
+pub fn evaluate<B: Backend>(world: &mut World) -> Result<(f64, usize, usize), EngineError> {
+    world.resource_scope(|world, mut state: Mut<V2State<B>>| {
+        world.resource_scope(|world, mut frames: Mut<Frames<B>>| {
+            let mut q = world.query::<(&Cache<B>, &GroundTruth<B>)>();
+            let dev = &world.resource::<Dev<B>>().0;
+            let st = &mut *state;
+            let n = st.gaussians;
+            dev.run_op(
+                &ops::TopKOp { gaussians: n },
+                n,
+                &mut [
+                    OpArg::F32(&st.logits),
+                    OpArg::U32Mut(&mut st.idx),
+                    OpArg::F32Mut(&mut st.val),
+                    OpArg::F32Mut(&mut st.dense),
+                ],
+            )?;
+            let frame = &mut frames.0[0];
+            let (mut sum, mut pixels, mut cameras) = (0.0f64, 0usize, 0usize);
+            for (c, gt) in q.iter(world) {
+                if c.cache.level() == lsplat_render::CacheLevel::None {
+                    continue;
+                }
+                let gt = &gt.0;
+                let (rows, v, d) = (gt.rows, gt.pixels.len, st.dim);
+                lsplat_render::cache::forward(
+                    dev,
+                    &c.cache,
+                    &frame.scratch,
+                    &gt.pixels,
+                    &st.dense,
+                    CODES,
+                    &mut frame.rendered,
+                )?;
+                dev.run_op(
+                    &ops::PrepOp { rows, dim: d },
+                    rows * CODES + CODES * CODES + rows,
+                    &mut [
+                        OpArg::F32(&st.codebook),
+                        OpArg::F32(&gt.table),
+                        OpArg::F32Mut(&mut st.bg),
+                        OpArg::F32Mut(&mut st.gram),
+                        OpArg::F32Mut(&mut st.gnorm),
+                        OpArg::Scalar(Scalar::U32(d as u32)),
+                    ],
+                )?;
+                dev.run_op(
+                    &ops::CosineOp { rows, pixels: v },
+                    v,
+                    &mut [
+                        OpArg::F32(&frame.rendered),
+                        OpArg::U32(&gt.mask),
+                        OpArg::F32(&st.bg),
+                        OpArg::F32(&st.gram),
+                        OpArg::F32(&st.gnorm),
+                        OpArg::F32Mut(&mut frame.d_rendered),
+                        OpArg::F32Mut(&mut st.rho),
+                        OpArg::F32Mut(&mut st.coef),
+                        OpArg::Scalar(Scalar::F32(1.0)),
+                    ],
+                )?;
+                let rho = dev.download(&st.rho)?;
+                sum += rho[..v].iter().map(|&r| r as f64).sum::<f64>();
+                pixels += v;
+                cameras += 1;
+            }
+            let cos = if pixels > 0 {
+                1.0 - sum / pixels as f64
+            } else {
+                f64::NAN
+            };
+            Ok((cos, pixels, cameras))
+        })
+    })
 }
 
 /// Top-4 softmax of every Gaussian's logits into `idx`, `val` and the dense weights.

@@ -31,6 +31,19 @@ use crate::{CODES, TINY_NORM_SQ, TOP_K};
 /// The plugin's name (its ops' `plugin`).
 pub const PLUGIN: &str = "langsplat-v2";
 
+/// Every op of the plugin (sizes are placeholders: for compiling their kernels).
+pub fn all() -> Vec<Box<dyn lsplat_device::DeviceOp>> {
+    vec![
+        Box::new(TopKOp { gaussians: 0 }),
+        Box::new(TopKBackwardOp { gaussians: 0 }),
+        Box::new(PrepOp { rows: 0, dim: 0 }),
+        Box::new(CosineOp { rows: 0, pixels: 0 }),
+        Box::new(AccOp { rows: 0, pixels: 0 }),
+        Box::new(CodebookGradOp { rows: 0, dim: 0 }),
+        Box::new(SumOp),
+    ]
+}
+
 /// Threads of the single block that sums the per-pixel losses (`LV2_SUM_THREADS`).
 pub const SUM_THREADS: usize = 256;
 

@@ -53,6 +53,10 @@ impl<B: Backend> PixelLoss<B> for RobustCosine<B> {
         NAME
     }
 
+    fn ops(&self) -> Vec<Box<dyn lsplat_device::DeviceOp>> {
+        ops::all()
+    }
+
     fn check_channels(&self, channels: usize) -> Result<(), String> {
         if channels < 2 {
             return Err(format!(

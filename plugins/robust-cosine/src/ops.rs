@@ -8,6 +8,17 @@ use crate::PLUGIN;
 
 const SOURCE: &str = include_str!("../kernels/robust_cosine.cu");
 
+/// Every op of the plugin (sizes are placeholders: for compiling their kernels).
+pub fn all() -> Vec<Box<dyn DeviceOp>> {
+    vec![
+        Box::new(PixelsOp {
+            rows: 0,
+            channels: 0,
+        }),
+        Box::new(SumOp),
+    ]
+}
+
 /// Threads of the single block that sums the per-pixel losses (`RC_SUM_THREADS`).
 pub const SUM_THREADS: usize = 256;
 
