@@ -77,9 +77,16 @@ pub fn check(cfg: &Config, resuming: bool) -> Result<()> {
     Ok(())
 }
 
-/// Refuses a dataset the configured model cannot train (after loading it).
-pub fn check_dataset(cfg: &Config, dim: usize) -> Result<()> {
+/// Refuses a dataset the configured model cannot train (after loading it, before the
+/// run directory is made).
+pub fn check_dataset(cfg: &Config, scene: &lsplat_data::SceneData) -> Result<()> {
     const CLIP_WIDTH: usize = 128;
+    let dim = scene.dim();
+    if cfg.train.model == langsplat_v2::model::NAME {
+        if let Err(e) = langsplat_v2::model::check_scene(scene) {
+            bail!("train.model = {}: {e}", langsplat_v2::model::NAME);
+        }
+    }
     if cfg.train.model == BUILT_IN_MODEL
         && cfg.train.solver == SolverKind::Adam
         && dim >= CLIP_WIDTH

@@ -102,7 +102,7 @@ fn start_job(mut cfg: Config, start: Start, comm: Arc<dyn Comm>) -> Result<()> {
     }
     crate::plugins::check(&cfg, matches!(start, Start::Resume { .. }))?;
     let loaded = scene::load(&cfg)?;
-    crate::plugins::check_dataset(&cfg, loaded.data.dim())?;
+    crate::plugins::check_dataset(&cfg, &loaded.data)?;
     info!(
         gaussians = loaded.data.gaussians.len(),
         cameras = loaded.data.cameras.len(),

@@ -42,8 +42,9 @@ pub trait Model<B: Backend>: Send + Sync + 'static {
     /// Every device op the model runs (prepared — GPU kernels compiled — before the
     /// session's first step).
     fn ops(&self) -> Vec<Box<dyn lsplat_device::DeviceOp>>;
-    /// Refuses datasets it cannot train (`channels` = the ground truth's width).
-    fn check(&self, channels: usize) -> Result<(), String>;
+    /// Refuses scenes it cannot train (feature width, too little data, …), before
+    /// anything is allocated or written.
+    fn check(&self, scene: &SceneData) -> Result<(), String>;
     /// Adds its parameters and systems. `scene` is the loaded scene (for
     /// data-dependent initialisation).
     fn build(

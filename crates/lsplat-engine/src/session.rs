@@ -147,7 +147,7 @@ impl<B: Backend> Session<B> {
                     m.name()
                 )));
             }
-            m.check(scene.dim())
+            m.check(&scene)
                 .map_err(|e| EngineError::Config(format!("train.model = {}: {e}", m.name())))?;
         } else if config.train.model != "langsplat" {
             return Err(EngineError::Config(format!(

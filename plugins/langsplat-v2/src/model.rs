@@ -69,6 +69,24 @@ pub struct V2State<B: Backend> {
     s: B::Buf<f32>,
 }
 
+/// Refuses scenes LangSplatV2 cannot train: features narrower than [`MIN_DIM`], or
+/// fewer mask features than codes (the k-means codebook needs one per code).
+pub fn check_scene(scene: &SceneData) -> Result<(), String> {
+    let d = scene.dim();
+    if d < MIN_DIM {
+        return Err(format!(
+            "the dataset's features are {d}-D; LangSplatV2 decodes CLIP embeddings (512-D) through a {CODES}-code codebook and needs at least {MIN_DIM} — train {d}-D codes with train.model = \"langsplat\""
+        ));
+    }
+    let rows: usize = scene.labels.iter().map(|l| l.features.len() / d).sum();
+    if rows < CODES {
+        return Err(format!(
+            "the dataset holds {rows} mask features; the {CODES}-code codebook is initialised by k-means over them and needs at least {CODES}"
+        ));
+    }
+    Ok(())
+}
+
 fn config_error(e: impl std::fmt::Display) -> EngineError {
     EngineError::Config(format!("langsplat_v2: {e}"))
 }
@@ -86,13 +104,8 @@ impl<B: Backend> Model<B> for LangSplatV2 {
         ops::all()
     }
 
-    fn check(&self, channels: usize) -> Result<(), String> {
-        if channels < MIN_DIM {
-            return Err(format!(
-                "the dataset's features are {channels}-D; LangSplatV2 decodes CLIP embeddings (512-D) through a {CODES}-code codebook and needs at least {MIN_DIM} — train {channels}-D codes with train.model = \"langsplat\""
-            ));
-        }
-        Ok(())
+    fn check(&self, scene: &SceneData) -> Result<(), String> {
+        check_scene(scene)
     }
 
     fn build(
