@@ -13,6 +13,7 @@ fn plugin_ops() -> Vec<Box<dyn DeviceOp>> {
 }
 
 /// `(label, file name, source, defines)` of each op's kernel.
+#[cfg(any(feature = "cuda", feature = "hip"))]
 fn sources() -> Vec<(String, String, String, Vec<(String, String)>)> {
     plugin_ops()
         .iter()

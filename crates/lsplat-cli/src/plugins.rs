@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use lsplat_core::Config;
-use lsplat_core::config::SolverKind;
+use lsplat_core::config::{LossKind, SolverKind};
 use lsplat_device::Backend;
 use lsplat_engine::{Model, PixelLoss};
 
@@ -87,12 +87,18 @@ pub fn check_dataset(cfg: &Config, scene: &lsplat_data::SceneData) -> Result<()>
             bail!("train.model = {}: {e}", langsplat_v2::model::NAME);
         }
     }
+    // LangSplat V1's recipe (unit-normalised features, masked L1) is for the
+    // autoencoder's low-dimensional codes; other losses on wide features (e.g. cosine
+    // without normalisation) stay allowed.
+    let v1_recipe = cfg.train.normalize && cfg.train.loss == LossKind::MaskedL1;
     if cfg.train.model == BUILT_IN_MODEL
         && cfg.train.solver == SolverKind::Adam
+        && cfg.train.loss_plugin.is_empty()
+        && v1_recipe
         && dim >= CLIP_WIDTH
     {
         bail!(
-            "the dataset's features are {dim}-D: LangSplat V1 trains low-dimensional codes (3-D from `lsplat-engine autoencoder encode`); train {dim}-D embeddings with train.model = \"{}\" or encode them first",
+            "the dataset's features are {dim}-D: LangSplat V1 (normalised features, masked L1) trains low-dimensional codes (3-D from `lsplat-engine autoencoder encode`); train {dim}-D embeddings with train.model = \"{}\", encode them first, or set train.loss = \"cosine\" and train.normalize = false to fit them directly",
             langsplat_v2::model::NAME
         );
     }
