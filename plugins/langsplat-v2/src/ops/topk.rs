@@ -23,10 +23,19 @@ pub fn topk_row(logits: &[f32], idx: &mut [u32], val: &mut [f32], dense: &mut [f
         if n == TOP_K && !above(l, sv[TOP_K - 1]) {
             continue;
         }
-        let pos = sv[..n].iter().position(|&v| above(l, v)).unwrap_or(n);
-        let last = n.min(TOP_K - 1);
-        si.copy_within(pos..last, pos + 1);
-        sv.copy_within(pos..last, pos + 1);
+        // The kept logits are in descending order: `l` goes after the last one it
+        // does not rank above (ties stay in index order); shift the rest down by one
+        // (element by element: a `copy_within` here costs a memmove call per insert).
+        let mut pos = n;
+        while pos > 0 && above(l, sv[pos - 1]) {
+            pos -= 1;
+        }
+        let mut j = n.min(TOP_K - 1);
+        while j > pos {
+            si[j] = si[j - 1];
+            sv[j] = sv[j - 1];
+            j -= 1;
+        }
         si[pos] = c;
         sv[pos] = l;
         n = (n + 1).min(TOP_K);
