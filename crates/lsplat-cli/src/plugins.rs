@@ -82,10 +82,10 @@ pub fn check(cfg: &Config, resuming: bool) -> Result<()> {
 pub fn check_dataset(cfg: &Config, scene: &lsplat_data::SceneData) -> Result<()> {
     const CLIP_WIDTH: usize = 128;
     let dim = scene.dim();
-    if cfg.train.model == langsplat_v2::model::NAME {
-        if let Err(e) = langsplat_v2::model::check_scene(scene) {
-            bail!("train.model = {}: {e}", langsplat_v2::model::NAME);
-        }
+    if cfg.train.model == langsplat_v2::model::NAME
+        && let Err(e) = langsplat_v2::model::check_scene(scene)
+    {
+        bail!("train.model = {}: {e}", langsplat_v2::model::NAME);
     }
     // LangSplat V1's recipe (unit-normalised features, masked L1) is for the
     // autoencoder's low-dimensional codes; other losses on wide features (e.g. cosine
