@@ -25,6 +25,7 @@ pub mod model;
 pub mod ops;
 pub mod outputs;
 mod sparse;
+pub mod systems;
 pub mod topk;
 
 #[cfg(test)]

@@ -4,12 +4,12 @@
 use std::path::Path;
 
 use bevy_ecs::prelude::*;
-use lsplat_device::{Backend, OpArg};
+use lsplat_device::Backend;
 use lsplat_engine::EngineError;
 use lsplat_engine::resources::Dev;
 
+use crate::TOP_K;
 use crate::model::V2State;
-use crate::{CODES, TOP_K, ops};
 
 /// Per-Gaussian codes and weights.
 pub const CODES_FILE: &str = "codes.parquet";
@@ -33,18 +33,7 @@ pub fn final_codes<B: Backend>(
     dev: &B,
     st: &mut V2State<B>,
 ) -> Result<(Vec<u32>, Vec<f32>), EngineError> {
-    let n = st.gaussians;
-    let mut dense = dev.alloc::<f32>(n * CODES)?;
-    dev.run_op(
-        &ops::TopKOp { gaussians: n },
-        n,
-        &mut [
-            OpArg::F32(&st.logits),
-            OpArg::U32Mut(&mut st.idx),
-            OpArg::F32Mut(&mut st.val),
-            OpArg::F32Mut(&mut dense),
-        ],
-    )?;
+    st.select(dev)?;
     Ok((dev.download(&st.idx)?, dev.download(&st.val)?))
 }
 

@@ -1,0 +1,226 @@
+//! The systems of [`crate::model::LangSplatV2`] in the engine's phases, and the
+//! evaluation of the final model.
+
+use bevy_ecs::prelude::*;
+use lsplat_device::{AdamParams, Backend, OpArg, Scalar};
+use lsplat_engine::EngineError;
+use lsplat_engine::components::{Cache, GroundTruth, InBatch};
+use lsplat_engine::resources::{Dev, Fault, Frames, Metrics, Step, TrainSettings};
+
+use crate::model::V2State;
+use crate::{CODES, ops};
+
+/// Mean cosine between the decoded and the target feature over the valid pixels of
+/// every camera that holds a cache (with the final logits and codebook), the pixels
+/// and the cameras counted.
+pub fn evaluate<B: Backend>(world: &mut World) -> Result<(f64, usize, usize), EngineError> {
+    world.resource_scope(|world, mut state: Mut<V2State<B>>| {
+        world.resource_scope(|world, mut frames: Mut<Frames<B>>| {
+            let mut q = world.query::<(&Cache<B>, &GroundTruth<B>)>();
+            let dev = &world.resource::<Dev<B>>().0;
+            let st = &mut *state;
+            st.select(dev)?;
+            let frame = &mut frames.0[0];
+            let (mut sum, mut pixels, mut cameras) = (0.0f64, 0usize, 0usize);
+            for (c, gt) in q.iter(world) {
+                if c.cache.level() == lsplat_render::CacheLevel::None {
+                    continue;
+                }
+                let gt = &gt.0;
+                let v = gt.pixels.len;
+                lsplat_render::cache::forward(
+                    dev,
+                    &c.cache,
+                    &frame.scratch,
+                    &gt.pixels,
+                    &st.dense,
+                    CODES,
+                    &mut frame.rendered,
+                )?;
+                st.decode_cosine(dev, gt, &frame.rendered, &mut frame.d_rendered, 1.0)?;
+                let rho = dev.download(&st.rho)?;
+                sum += rho[..v].iter().map(|&r| r as f64).sum::<f64>();
+                pixels += v;
+                cameras += 1;
+            }
+            let cos = if pixels > 0 {
+                1.0 - sum / pixels as f64
+            } else {
+                f64::NAN
+            };
+            Ok((cos, pixels, cameras))
+        })
+    })
+}
+
+/// Top-4 softmax of every Gaussian's logits into `idx`, `val` and the dense weights.
+pub(crate) fn select_codes<B: Backend>(
+    dev: Res<Dev<B>>,
+    mut state: ResMut<V2State<B>>,
+    mut fault: ResMut<Fault>,
+) {
+    fault.check(state.select(&dev.0));
+}
+
+/// Composites the dense weights of every batch camera into its frame.
+pub(crate) fn render_weights<B: Backend>(
+    dev: Res<Dev<B>>,
+    state: Res<V2State<B>>,
+    mut frames: ResMut<Frames<B>>,
+    batch: Query<(&Cache<B>, &GroundTruth<B>, &InBatch)>,
+    mut fault: ResMut<Fault>,
+) {
+    for (c, gt, slot) in &batch {
+        let frame = &mut frames.0[slot.slot];
+        fault.check(lsplat_render::cache::forward(
+            &dev.0,
+            &c.cache,
+            &frame.scratch,
+            &gt.0.pixels,
+            &state.dense,
+            CODES,
+            &mut frame.rendered,
+        ));
+    }
+}
+
+/// Decode + cosine loss of every batch camera (slot order), the weight gradients
+/// into the frames, the codebook gradient, and the batch-mean loss on the device.
+pub(crate) fn decode_loss<B: Backend>(
+    dev: Res<Dev<B>>,
+    settings: Res<TrainSettings>,
+    step: Res<Step>,
+    mut metrics: ResMut<Metrics<B>>,
+    mut frames: ResMut<Frames<B>>,
+    mut state: ResMut<V2State<B>>,
+    batch: Query<(&GroundTruth<B>, &InBatch)>,
+    mut fault: ResMut<Fault>,
+) {
+    let dev = &dev.0;
+    let st = &mut *state;
+    let weight = 1.0 / settings.0.batch_size as f32;
+    let slot = (step.0 % metrics.every) as u32;
+    fault.check(dev.fill(&mut st.d_codebook, 0.0));
+    let slots = settings.0.batch_size as usize;
+    let ordered = (0..slots).flat_map(|s| batch.iter().filter(move |(_, b)| b.slot == s));
+    for (i, (gt, b)) in ordered.enumerate() {
+        let gt = &gt.0;
+        let frame = &mut frames.0[b.slot];
+        let (rows, v, d) = (gt.rows, gt.pixels.len, st.dim);
+        let scale = weight / gt.pixels.grid.pixel_count() as f32;
+        let r = (|| {
+            st.decode_cosine(dev, gt, &frame.rendered, &mut frame.d_rendered, scale)?;
+            dev.run_op(
+                &ops::AccOp { rows, pixels: v },
+                rows * CODES + CODES * CODES,
+                &mut [
+                    OpArg::F32(&frame.rendered),
+                    OpArg::U32(&gt.mask),
+                    OpArg::F32(&st.coef),
+                    OpArg::F32Mut(&mut st.u),
+                    OpArg::F32Mut(&mut st.s),
+                    OpArg::Scalar(Scalar::U32(v as u32)),
+                ],
+            )?;
+            dev.run_op(
+                &ops::CodebookGradOp { rows, dim: d },
+                CODES * d,
+                &mut [
+                    OpArg::F32(&st.u),
+                    OpArg::F32(&st.s),
+                    OpArg::F32(&gt.table),
+                    OpArg::F32(&st.codebook),
+                    OpArg::F32Mut(&mut st.d_codebook),
+                    OpArg::Scalar(Scalar::U32(rows as u32)),
+                ],
+            )?;
+            dev.run_op(
+                &ops::SumOp,
+                ops::SUM_THREADS,
+                &mut [
+                    OpArg::F32(&st.rho),
+                    OpArg::F32Mut(&mut metrics.loss),
+                    OpArg::Scalar(Scalar::U32(v as u32)),
+                    OpArg::Scalar(Scalar::U32(slot)),
+                    OpArg::Scalar(Scalar::F32(scale)),
+                    OpArg::Scalar(Scalar::U32(u32::from(i > 0))),
+                ],
+            )
+        })();
+        fault.check(r);
+    }
+}
+
+/// `Wᵀ` of every batch camera's weight gradient (slot order), then through the top-4
+/// softmax into the logits' gradient.
+pub(crate) fn backward<B: Backend>(
+    dev: Res<Dev<B>>,
+    settings: Res<TrainSettings>,
+    frames: Res<Frames<B>>,
+    mut state: ResMut<V2State<B>>,
+    batch: Query<(&Cache<B>, &GroundTruth<B>, &InBatch)>,
+    mut fault: ResMut<Fault>,
+) {
+    let dev = &dev.0;
+    let st = &mut *state;
+    fault.check(dev.fill(&mut st.d_dense, 0.0));
+    let slots = settings.0.batch_size as usize;
+    let ordered = (0..slots).flat_map(|s| batch.iter().filter(move |(.., b)| b.slot == s));
+    for (c, gt, b) in ordered {
+        let frame = &frames.0[b.slot];
+        fault.check(lsplat_render::cache::backward(
+            dev,
+            &c.cache,
+            &frame.scratch,
+            &gt.0.pixels,
+            &frame.d_rendered,
+            CODES,
+            &mut st.d_dense,
+        ));
+    }
+    let n = st.gaussians;
+    fault.check(dev.run_op(
+        &ops::TopKBackwardOp { gaussians: n },
+        n,
+        &mut [
+            OpArg::U32(&st.idx),
+            OpArg::F32(&st.val),
+            OpArg::F32(&st.d_dense),
+            OpArg::F32Mut(&mut st.d_logits),
+        ],
+    ));
+}
+
+/// One Adam group over {logits, codebook}.
+pub(crate) fn adam<B: Backend>(
+    dev: Res<Dev<B>>,
+    settings: Res<TrainSettings>,
+    step: Res<Step>,
+    mut state: ResMut<V2State<B>>,
+    mut fault: ResMut<Fault>,
+) {
+    let t = &settings.0;
+    let hp = AdamParams {
+        lr: t.lr,
+        beta1: t.beta1,
+        beta2: t.beta2,
+        eps: t.eps,
+        step: (step.0 + 1) as u32,
+        grad_scale: 1.0,
+    };
+    let st = &mut *state;
+    fault.check(dev.0.adam_step(
+        &mut st.logits,
+        &st.d_logits,
+        &mut st.m_logits,
+        &mut st.v_logits,
+        &hp,
+    ));
+    fault.check(dev.0.adam_step(
+        &mut st.codebook,
+        &st.d_codebook,
+        &mut st.m_codebook,
+        &mut st.v_codebook,
+        &hp,
+    ));
+}
