@@ -129,58 +129,58 @@ impl<'a> HostArgs<'a> {
         )
     }
 
-    /// Argument `i` as read-only floats (a writable buffer is read too).
-    pub fn f32(&mut self, i: usize) -> Result<&'a [f32]> {
-        match self.args.get_mut(i).map(std::mem::take) {
-            Some(HostArg::F32(s)) => Ok(s),
-            Some(HostArg::F32Mut(s)) => Ok(s),
-            other => {
-                if let Some(o) = other {
-                    self.args[i] = o;
-                }
-                Err(self.wrong(i, "a float buffer"))
+    /// Takes argument `i` when `pick` accepts it; otherwise leaves it in place and
+    /// reports what was expected.
+    fn take<T>(
+        &mut self,
+        i: usize,
+        want: &str,
+        pick: impl FnOnce(HostArg<'a>) -> std::result::Result<T, HostArg<'a>>,
+    ) -> Result<T> {
+        let Some(slot) = self.args.get_mut(i) else {
+            return Err(self.wrong(i, want));
+        };
+        match pick(std::mem::take(slot)) {
+            Ok(v) => Ok(v),
+            Err(back) => {
+                *slot = back;
+                Err(self.wrong(i, want))
             }
         }
+    }
+
+    /// Argument `i` as read-only floats (a writable buffer is read too).
+    pub fn f32(&mut self, i: usize) -> Result<&'a [f32]> {
+        self.take(i, "a float buffer", |a| match a {
+            HostArg::F32(s) => Ok(s),
+            HostArg::F32Mut(s) => Ok(s),
+            other => Err(other),
+        })
     }
 
     /// Argument `i` as writable floats.
     pub fn f32_mut(&mut self, i: usize) -> Result<&'a mut [f32]> {
-        match self.args.get_mut(i).map(std::mem::take) {
-            Some(HostArg::F32Mut(s)) => Ok(s),
-            other => {
-                if let Some(o) = other {
-                    self.args[i] = o;
-                }
-                Err(self.wrong(i, "a writable float buffer"))
-            }
-        }
+        self.take(i, "a writable float buffer", |a| match a {
+            HostArg::F32Mut(s) => Ok(s),
+            other => Err(other),
+        })
     }
 
     /// Argument `i` as read-only integers.
     pub fn u32(&mut self, i: usize) -> Result<&'a [u32]> {
-        match self.args.get_mut(i).map(std::mem::take) {
-            Some(HostArg::U32(s)) => Ok(s),
-            Some(HostArg::U32Mut(s)) => Ok(s),
-            other => {
-                if let Some(o) = other {
-                    self.args[i] = o;
-                }
-                Err(self.wrong(i, "a u32 buffer"))
-            }
-        }
+        self.take(i, "a u32 buffer", |a| match a {
+            HostArg::U32(s) => Ok(s),
+            HostArg::U32Mut(s) => Ok(s),
+            other => Err(other),
+        })
     }
 
     /// Argument `i` as writable integers.
     pub fn u32_mut(&mut self, i: usize) -> Result<&'a mut [u32]> {
-        match self.args.get_mut(i).map(std::mem::take) {
-            Some(HostArg::U32Mut(s)) => Ok(s),
-            other => {
-                if let Some(o) = other {
-                    self.args[i] = o;
-                }
-                Err(self.wrong(i, "a writable u32 buffer"))
-            }
-        }
+        self.take(i, "a writable u32 buffer", |a| match a {
+            HostArg::U32Mut(s) => Ok(s),
+            other => Err(other),
+        })
     }
 
     /// Argument `i` as a `float` value.
