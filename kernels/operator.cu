@@ -1,7 +1,7 @@
 // operator.cu — the cached operator W of one camera: build (count pass, fill pass to
 // CSR rows of the pixel set, front to back), the CSC copy for the transposed
 // product (built by bins.cu's stable radix sort of column keys), weight/index
-// compaction, and the SpMM kernels.
+// compaction, and the SpMM kernels (dense and k-sparse input).
 #include "walk.h"
 
 // Count pass: counts[row] = contributing pairs of each pixel row (counts has
@@ -112,3 +112,72 @@ LS_SPMM(ls_spmm_u16_bf16, u16, LsBf16)
 LS_SPMM(ls_spmm_u32_f32, u32, float)
 LS_SPMM(ls_spmm_u32_f16, u32, LsF16)
 LS_SPMM(ls_spmm_u32_bf16, u32, LsBf16)
+
+// Sparse-input SpMM: x ([N, C]) given by k (column, value) pairs per Gaussian, `idx`
+// and `val` ([N, k]). out[r·C + c] = Σ_e w_e·Σ_j [idx[g_e·k + j] = c]·val[g_e·k + j]
+// over the entries of CSR row r (overwritten); one thread per (row, channel), entries
+// in order, so without a repeated column in a row of `idx` the result is bitwise
+// ls_spmm of the scattered dense x. A column ≥ C matches no channel (adds nothing).
+template <typename I, typename W>
+__device__ __forceinline__ void ls_spmm_sparse(const u32* ptr, const I* cols, const W* w,
+                                               const u32* idx, const float* val, float* out,
+                                               u32 rows, u32 k, u32 channels) {
+  const u64 total = (u64)rows * channels;
+  for (u64 t = ls_global_id(); t < total; t += ls_global_stride()) {
+    const u32 r = (u32)(t / channels), c = (u32)(t % channels);
+    float acc = 0.0f;
+    for (u32 e = ptr[r]; e < ptr[r + 1]; e++) {
+      const u64 p = (u64)cols[e] * k;
+      float x = 0.0f;
+      for (u32 j = 0; j < k; j++)
+        if (idx[p + j] == c) x += val[p + j];
+      acc += ls_weight(w[e]) * x;
+    }
+    out[t] = acc;
+  }
+}
+
+// Its transpose restricted to the pairs: d_val[g·k + j] += Σ_e w_e·d_out[r_e·C +
+// idx[g·k + j]] over the entries of CSC column g; one thread per (column, pair), rows
+// ascending, so the result is bitwise ls_spmm's transposed product gathered at idx. A
+// pair whose column is ≥ C gets nothing.
+template <typename I, typename W>
+__device__ __forceinline__ void ls_spmm_t_sparse(const u32* ptr, const I* rows_of, const W* w,
+                                                 const u32* idx, const float* d_out, float* d_val,
+                                                 u32 cols, u32 k, u32 channels) {
+  const u64 total = (u64)cols * k;
+  for (u64 t = ls_global_id(); t < total; t += ls_global_stride()) {
+    const u32 g = (u32)(t / k), c = idx[t];
+    if (c >= channels) continue;
+    float acc = 0.0f;
+    for (u32 e = ptr[g]; e < ptr[g + 1]; e++)
+      acc += ls_weight(w[e]) * d_out[(u64)rows_of[e] * channels + c];
+    d_val[t] += acc;
+  }
+}
+
+#define LS_SPMM_SPARSE(NAME, I, W)                                                          \
+  extern "C" __global__ void NAME(const u32* ptr, const I* cols, const W* w, const u32* idx, \
+                                  const float* val, float* out, u32 rows, u32 k,            \
+                                  u32 channels) {                                           \
+    ls_spmm_sparse<I, W>(ptr, cols, w, idx, val, out, rows, k, channels);                    \
+  }
+LS_SPMM_SPARSE(ls_spmm_sparse_u16_f32, u16, float)
+LS_SPMM_SPARSE(ls_spmm_sparse_u16_f16, u16, LsF16)
+LS_SPMM_SPARSE(ls_spmm_sparse_u16_bf16, u16, LsBf16)
+LS_SPMM_SPARSE(ls_spmm_sparse_u32_f32, u32, float)
+LS_SPMM_SPARSE(ls_spmm_sparse_u32_f16, u32, LsF16)
+LS_SPMM_SPARSE(ls_spmm_sparse_u32_bf16, u32, LsBf16)
+
+#define LS_SPMM_T_SPARSE(NAME, I, W)                                                        \
+  extern "C" __global__ void NAME(const u32* ptr, const I* rows_of, const W* w,              \
+                                  const u32* idx, const float* d_out, float* d_val,         \
+                                  u32 cols, u32 k, u32 channels) {                          \
+    ls_spmm_t_sparse<I, W>(ptr, rows_of, w, idx, d_out, d_val, cols, k, channels);           \
+  }
+LS_SPMM_T_SPARSE(ls_spmm_t_sparse_u16_f32, u16, float)
+LS_SPMM_T_SPARSE(ls_spmm_t_sparse_u16_f16, u16, LsF16)
+LS_SPMM_T_SPARSE(ls_spmm_t_sparse_u16_bf16, u16, LsBf16)
+LS_SPMM_T_SPARSE(ls_spmm_t_sparse_u32_f32, u32, float)
+LS_SPMM_T_SPARSE(ls_spmm_t_sparse_u32_f16, u32, LsF16)
+LS_SPMM_T_SPARSE(ls_spmm_t_sparse_u32_bf16, u32, LsBf16)

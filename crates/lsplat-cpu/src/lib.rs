@@ -13,6 +13,7 @@ pub mod optim;
 pub mod pool;
 pub mod project;
 pub mod raster;
+pub mod sparse_input;
 pub mod walk;
 
 use std::sync::Mutex;
@@ -74,6 +75,18 @@ fn check_channels(op: &'static str, c: usize) -> Result<()> {
         Err(DeviceError::shape(
             op,
             format!("{c} channels (supported: 1..={MAX_CHANNELS})"),
+        ))
+    }
+}
+
+/// `k` (column, value) pairs per Gaussian of a sparse-input product.
+fn check_k(op: &'static str, k: usize) -> Result<()> {
+    if (1..=MAX_CHANNELS).contains(&k) {
+        Ok(())
+    } else {
+        Err(DeviceError::shape(
+            op,
+            format!("k = {k} non-zeros per Gaussian (supported: 1..={MAX_CHANNELS})"),
         ))
     }
 }
@@ -338,6 +351,60 @@ impl Backend for CpuBackend {
         check("spmm_t", "d_x", d_x.len(), op.cols() * channels)?;
         operator::spmm_t(&self.workers, &self.products, op, d_out, channels, d_x);
         Ok(())
+    }
+
+    fn spmm_sparse(
+        &self,
+        op: &CpuOperator,
+        idx: &Vec<u32>,
+        val: &Vec<f32>,
+        k: usize,
+        channels: usize,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        check_channels("spmm_sparse", channels)?;
+        check_k("spmm_sparse", k)?;
+        check("spmm_sparse", "idx", idx.len(), op.cols() * k)?;
+        check("spmm_sparse", "val", val.len(), op.cols() * k)?;
+        check_min("spmm_sparse", "output", out.len(), op.rows() * channels)?;
+        sparse_input::spmm_sparse(
+            &self.workers,
+            &self.products,
+            op,
+            idx,
+            val,
+            k,
+            channels,
+            out,
+        )
+        .map_err(|e| DeviceError::shape("spmm_sparse", e))
+    }
+
+    fn spmm_t_sparse(
+        &self,
+        op: &CpuOperator,
+        idx: &Vec<u32>,
+        d_out: &Vec<f32>,
+        k: usize,
+        channels: usize,
+        d_val: &mut Vec<f32>,
+    ) -> Result<()> {
+        check_channels("spmm_t_sparse", channels)?;
+        check_k("spmm_t_sparse", k)?;
+        check("spmm_t_sparse", "idx", idx.len(), op.cols() * k)?;
+        check_min("spmm_t_sparse", "d_out", d_out.len(), op.rows() * channels)?;
+        check("spmm_t_sparse", "d_val", d_val.len(), op.cols() * k)?;
+        sparse_input::spmm_t_sparse(
+            &self.workers,
+            &self.products,
+            op,
+            idx,
+            d_out,
+            k,
+            channels,
+            d_val,
+        )
+        .map_err(|e| DeviceError::shape("spmm_t_sparse", e))
     }
 
     fn mask_groups(

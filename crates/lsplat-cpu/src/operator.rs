@@ -17,6 +17,9 @@
 //! slots (disjoint, so blocks run in any order on any number of workers), then every
 //! Gaussian adds its slots in block order. Results are bitwise reproducible and do
 //! not depend on the number of workers; no transposed copy of W is kept.
+//!
+//! The products with a k-sparse input (`crate::sparse_input`) reuse the blocks and the
+//! two-pass transposed scheme.
 
 use half::{bf16, f16};
 use lsplat_core::config::WeightPrecision;
@@ -109,7 +112,7 @@ pub struct CpuOperator {
     /// Row offsets into the entries (`rows + 1`).
     row_ptr: Vec<u32>,
     /// First row of each block (`blocks + 1`).
-    block_rows: Vec<u32>,
+    pub(crate) block_rows: Vec<u32>,
     /// Offsets of each block's Gaussian list in `gaussians` (`blocks + 1`).
     block_gaussians: Vec<u32>,
     /// The distinct Gaussians of every block, block after block.
@@ -117,7 +120,7 @@ pub struct CpuOperator {
     /// Per entry: its Gaussian's position in the block's list.
     local: Vec<u16>,
     /// Per entry: its weight α·T.
-    weights: Weights,
+    pub(crate) weights: Weights,
     /// The Gaussians any block lists, ascending.
     visible: Vec<u32>,
     /// Offsets into `positions` per entry of `visible` (`visible.len() + 1`).
@@ -188,7 +191,7 @@ impl CpuOperator {
     }
 
     /// Block ranges for a product, balanced by work (one when small).
-    fn ranges(&self, workers: &Workers) -> Vec<std::ops::Range<usize>> {
+    pub(crate) fn ranges(&self, workers: &Workers) -> Vec<std::ops::Range<usize>> {
         let n = self.blocks();
         let parts = if self.nnz() < 1 << 15 {
             1
@@ -360,15 +363,21 @@ fn transpose_lists(lists: &[u32], gaussians: usize) -> (Vec<u32>, Vec<u32>, Vec<
 }
 
 /// One block of the operator, borrowed.
-struct Block<'a, W> {
-    rows: std::ops::Range<usize>,
-    row_ptr: &'a [u32],
-    list: &'a [u32],
-    local: &'a [u16],
-    weights: &'a [W],
+pub(crate) struct Block<'a, W> {
+    /// Its rows.
+    pub(crate) rows: std::ops::Range<usize>,
+    /// The operator's row offsets (index with the block's rows).
+    pub(crate) row_ptr: &'a [u32],
+    /// Its distinct Gaussians.
+    pub(crate) list: &'a [u32],
+    /// The operator's local indices (index with the block's entries): below `list.len()`.
+    pub(crate) local: &'a [u16],
+    /// The operator's weights (index with the block's entries).
+    pub(crate) weights: &'a [W],
 }
 
-fn block<'a, W>(op: &'a CpuOperator, w: &'a [W], b: usize) -> Block<'a, W> {
+/// Block `b` of `op` with its weights `w`.
+pub(crate) fn block<'a, W>(op: &'a CpuOperator, w: &'a [W], b: usize) -> Block<'a, W> {
     let rows = op.block_rows[b] as usize..op.block_rows[b + 1] as usize;
     Block {
         rows,
@@ -530,7 +539,9 @@ fn row_scatter<W: Weight, C: Channels>(
 /// Work buffers of the products: per-task block buffers and the per-slot sums of the
 /// transposed products.
 pub struct ProductScratch {
-    locals: TaskScratch<Vec<f32>>,
+    pub(crate) locals: TaskScratch<Vec<f32>>,
+    /// Per-task block-local column indices (sparse-input products).
+    pub(crate) indices: TaskScratch<Vec<u32>>,
     slots: std::sync::Mutex<Vec<f32>>,
     block_sums: std::sync::Mutex<Vec<(f64, f64)>>,
 }
@@ -540,6 +551,7 @@ impl ProductScratch {
     pub fn new(tasks: usize) -> Self {
         ProductScratch {
             locals: TaskScratch::new(tasks),
+            indices: TaskScratch::new(tasks),
             slots: Default::default(),
             block_sums: Default::default(),
         }
@@ -608,6 +620,21 @@ fn transposed<C: Channels>(
     d_x: &mut [f32],
     per_block: impl Fn(usize, &mut [f32], &mut Vec<f32>) -> (f64, f64) + Sync,
 ) -> (f64, f64) {
+    transposed_with(workers, scratch, &scratch.locals, op, ch, c, d_x, per_block)
+}
+
+/// [`transposed`] with the per-task `work` scratch taken from `work` (`d_x` is
+/// `[N, c]` with `c ≤ ch.n()` lanes per slot).
+pub(crate) fn transposed_with<C: Channels, T: Default + Send>(
+    workers: &Workers,
+    scratch: &ProductScratch,
+    work: &TaskScratch<T>,
+    op: &CpuOperator,
+    ch: C,
+    c: usize,
+    d_x: &mut [f32],
+    per_block: impl Fn(usize, &mut [f32], &mut T) -> (f64, f64) + Sync,
+) -> (f64, f64) {
     let lanes = ch.n();
     let ranges = op.ranges(workers);
     let mut slots = scratch.slots.lock().unwrap_or_else(|e| e.into_inner());
@@ -623,7 +650,7 @@ fn transposed<C: Channels>(
     .zip(split_mut(&ranges, &mut sums, |b| b))
     .collect();
     workers.run_jobs(jobs, |((blocks, out), (_, sums))| {
-        let mut work = scratch.locals.slot(&ranges, &blocks);
+        let mut work = work.slot(&ranges, &blocks);
         let base = op.block_gaussians[blocks.start] as usize;
         for (b, s) in blocks.zip(sums.iter_mut()) {
             let (g0, g1) = (

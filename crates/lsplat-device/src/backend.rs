@@ -16,8 +16,8 @@ use crate::{
 ///   a pair is skipped when α < 1/255, α is clamped to 0.99, and a pixel stops
 ///   *before* the pair that would bring its transmittance to ≤ 1e-4. There is no
 ///   background term.
-/// - Ops named `*_backward` / `spmm_t` **accumulate** into their output; every other
-///   op overwrites its output.
+/// - Ops named `*_backward` / `spmm_t` / `spmm_t_sparse` **accumulate** into their
+///   output; every other op overwrites its output.
 pub trait Backend: Send + Sync + Sized + 'static {
     /// A typed device buffer.
     type Buf<T: Element>: Send + Sync + 'static;
@@ -34,7 +34,8 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn describe(&self) -> String;
 
     /// Most channels one `rasterize`, `rasterize_backward`, `spmm` or `spmm_t` call
-    /// takes; callers with more split them (see `lsplat_device::channel_chunks`).
+    /// (and their sparse-input forms) takes; callers with more split them (see
+    /// `lsplat_device::channel_chunks`).
     fn max_channels(&self) -> usize {
         1024
     }
@@ -141,6 +142,39 @@ pub trait Backend: Send + Sync + Sized + 'static {
         d_out: &Self::Buf<f32>,
         channels: usize,
         d_x: &mut Self::Buf<f32>,
+    ) -> Result<()>;
+    /// `out = W·x` where `x` (`[N, channels]`) is k-sparse: row g holds `val[g·k + j]`
+    /// at column `idx[g·k + j]` (j < k) and zeros elsewhere (`idx`, `val`: `[N, k]`;
+    /// `out`: `[rows, channels]`, overwritten). Pairs of a row with the same column
+    /// add. Equals [`Backend::spmm`] of the scattered dense `x` (bitwise where a row
+    /// has no repeated column) while reading only the `k` pairs of each Gaussian.
+    ///
+    /// `1 ≤ k ≤ max_channels`, channels as for `spmm`. A column `≥ channels` is an
+    /// error where the backend checks it cheaply (the CPU); a GPU backend does not
+    /// read the indices back (that would wait for the device) and skips such pairs
+    /// instead: they add nothing.
+    fn spmm_sparse(
+        &self,
+        op: &Self::Operator,
+        idx: &Self::Buf<u32>,
+        val: &Self::Buf<f32>,
+        k: usize,
+        channels: usize,
+        out: &mut Self::Buf<f32>,
+    ) -> Result<()>;
+    /// The transpose of [`Backend::spmm_sparse`] restricted to its non-zeros:
+    /// `d_val[g·k + j] += Σ_r W[r, g] · d_out[r·channels + idx[g·k + j]]` (`d_out`:
+    /// `[rows, channels]`, `d_val`: `[N, k]`, accumulated). Equals [`Backend::spmm_t`]
+    /// into a zeroed dense `d_x` gathered at `idx`. Checks as for `spmm_sparse`; on a
+    /// GPU a pair whose column is `≥ channels` gets nothing.
+    fn spmm_t_sparse(
+        &self,
+        op: &Self::Operator,
+        idx: &Self::Buf<u32>,
+        d_out: &Self::Buf<f32>,
+        k: usize,
+        channels: usize,
+        d_val: &mut Self::Buf<f32>,
     ) -> Result<()>;
     /// LangSplat V1 normalisation of each row: `out_i = x_i / (|x_i| + 1e-9)`.
     fn normalize(

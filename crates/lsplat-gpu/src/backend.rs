@@ -15,6 +15,21 @@ use crate::raster::{self, check_channels, parts};
 use crate::runtime::Runtime;
 use crate::{GpuBackend, ops};
 
+/// `k` (column, value) pairs per Gaussian of a sparse-input product.
+fn check_k(op: &'static str, k: usize) -> Result<()> {
+    if (1..=raster::MAX_CHANNELS).contains(&k) {
+        Ok(())
+    } else {
+        Err(DeviceError::shape(
+            op,
+            format!(
+                "k = {k} non-zeros per Gaussian (supported: 1..={})",
+                raster::MAX_CHANNELS
+            ),
+        ))
+    }
+}
+
 impl<R: Runtime> Backend for GpuBackend<R> {
     type Buf<T: Element> = GpuBuf<R, T>;
     type Geometry = GpuGeometry<R>;
@@ -226,6 +241,44 @@ impl<R: Runtime> Backend for GpuBackend<R> {
             d_x,
             true,
         )
+    }
+
+    /// Checks shapes and `k` but not the columns: that would read `idx` back and wait
+    /// for the device. The kernel skips a column `≥ channels` (it adds nothing).
+    fn spmm_sparse(
+        &self,
+        op: &GpuOperator<R>,
+        idx: &GpuBuf<R, u32>,
+        val: &GpuBuf<R, f32>,
+        k: usize,
+        channels: usize,
+        out: &mut GpuBuf<R, f32>,
+    ) -> Result<()> {
+        check_channels("spmm_sparse", channels)?;
+        check_k("spmm_sparse", k)?;
+        check("spmm_sparse", "idx", idx.len(), op.cols * k)?;
+        check("spmm_sparse", "val", val.len(), op.cols * k)?;
+        check_min("spmm_sparse", "output", out.len(), op.rows * channels)?;
+        operator::product_sparse(&self.gpu, op, idx, val, k, channels, out)
+    }
+
+    /// Checks shapes and `k` but not the columns (see `spmm_sparse`): a pair whose
+    /// column is `≥ channels` gets nothing.
+    fn spmm_t_sparse(
+        &self,
+        op: &GpuOperator<R>,
+        idx: &GpuBuf<R, u32>,
+        d_out: &GpuBuf<R, f32>,
+        k: usize,
+        channels: usize,
+        d_val: &mut GpuBuf<R, f32>,
+    ) -> Result<()> {
+        check_channels("spmm_t_sparse", channels)?;
+        check_k("spmm_t_sparse", k)?;
+        check("spmm_t_sparse", "idx", idx.len(), op.cols * k)?;
+        check_min("spmm_t_sparse", "d_out", d_out.len(), op.rows * channels)?;
+        check("spmm_t_sparse", "d_val", d_val.len(), op.cols * k)?;
+        operator::product_t_sparse(&self.gpu, op, idx, d_out, k, channels, d_val)
     }
 
     fn normalize(

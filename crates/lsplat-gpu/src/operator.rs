@@ -12,7 +12,7 @@ use crate::buf::{GpuBuf, alloc};
 use crate::geometry::{BinsData, ProjData};
 use crate::gpu::Gpu;
 use crate::raster::tile_launch;
-use crate::runtime::{KernelArgs, LaunchDims, Runtime};
+use crate::runtime::{DevicePtr, KernelArgs, LaunchDims, Runtime};
 
 /// Index storage.
 pub(crate) enum Idx<R: Runtime> {
@@ -258,5 +258,119 @@ pub(crate) fn product<R: Runtime>(
     // SAFETY: matches `ls_spmm_<idx>_<w>(const u32* ptr, const I* idx, const W* w,
     // const float* x, float* out, u32 rows, u32 channels, int accumulate)` for the
     // storage types selected above; shapes checked by the caller.
+    unsafe { gpu.launch(Kernel::Operator, 16, 0, name, dims, &mut a) }
+}
+
+/// The kernel of `family` (`[u16/u32 indices][f32/f16/bf16 weights]`) for the storage
+/// of one orientation, with the raw pointers of its indices and weights.
+fn typed<R: Runtime>(
+    family: &[[&'static str; 3]; 2],
+    idx: &Idx<R>,
+    w: &Wts<R>,
+) -> (&'static str, DevicePtr, DevicePtr) {
+    let (i, idx_ptr) = match idx {
+        Idx::U16(b) => (0, b.ptr()),
+        Idx::U32(b) => (1, b.ptr()),
+    };
+    let (j, w_ptr) = match w {
+        Wts::F32(b) => (0, b.ptr()),
+        Wts::F16(b) => (1, b.ptr()),
+        Wts::Bf16(b) => (2, b.ptr()),
+    };
+    (family[i][j], idx_ptr, w_ptr)
+}
+
+const SPMM_SPARSE: [[&str; 3]; 2] = [
+    [
+        "ls_spmm_sparse_u16_f32",
+        "ls_spmm_sparse_u16_f16",
+        "ls_spmm_sparse_u16_bf16",
+    ],
+    [
+        "ls_spmm_sparse_u32_f32",
+        "ls_spmm_sparse_u32_f16",
+        "ls_spmm_sparse_u32_bf16",
+    ],
+];
+
+const SPMM_T_SPARSE: [[&str; 3]; 2] = [
+    [
+        "ls_spmm_t_sparse_u16_f32",
+        "ls_spmm_t_sparse_u16_f16",
+        "ls_spmm_t_sparse_u16_bf16",
+    ],
+    [
+        "ls_spmm_t_sparse_u32_f32",
+        "ls_spmm_t_sparse_u32_f16",
+        "ls_spmm_t_sparse_u32_bf16",
+    ],
+];
+
+/// `out = W·x` for the k-sparse `x` given by `idx`, `val` (`[cols, k]`) through the CSR
+/// rows. Shapes are checked by the caller; columns are not (the kernel skips any
+/// `≥ channels`).
+pub(crate) fn product_sparse<R: Runtime>(
+    gpu: &Gpu<R>,
+    op: &GpuOperator<R>,
+    idx: &GpuBuf<R, u32>,
+    val: &GpuBuf<R, f32>,
+    k: usize,
+    channels: usize,
+    out: &mut GpuBuf<R, f32>,
+) -> Result<(), DeviceError> {
+    if op.rows == 0 {
+        return Ok(());
+    }
+    let (name, idx_ptr, w_ptr) = typed(&SPMM_SPARSE, &op.col_idx, &op.row_w);
+    let mut a = KernelArgs::new();
+    a.push(op.row_ptr.ptr())
+        .push(idx_ptr)
+        .push(w_ptr)
+        .push(idx.ptr())
+        .push(val.ptr())
+        .push(out.ptr())
+        .push(op.rows as u32)
+        .push(k as u32)
+        .push(channels as u32);
+    let dims = LaunchDims::cover((op.rows * channels) as u64, 256);
+    // SAFETY: matches `ls_spmm_sparse_<idx>_<w>(const u32* ptr, const I* cols, const W*
+    // w, const u32* idx, const float* val, float* out, u32 rows, u32 k, u32 channels)`
+    // for the CSR storage types selected above; the caller checked idx and val hold
+    // cols·k and out at least rows·channels elements; columns ≥ channels are skipped.
+    unsafe { gpu.launch(Kernel::Operator, 16, 0, name, dims, &mut a) }
+}
+
+/// `d_val += (Wᵀ·d_out)` at the pairs' columns through the CSC columns. Shapes are
+/// checked by the caller; columns are not (pairs with a column `≥ channels` get
+/// nothing).
+pub(crate) fn product_t_sparse<R: Runtime>(
+    gpu: &Gpu<R>,
+    op: &GpuOperator<R>,
+    idx: &GpuBuf<R, u32>,
+    d_out: &GpuBuf<R, f32>,
+    k: usize,
+    channels: usize,
+    d_val: &mut GpuBuf<R, f32>,
+) -> Result<(), DeviceError> {
+    if op.cols == 0 {
+        return Ok(());
+    }
+    let (name, idx_ptr, w_ptr) = typed(&SPMM_T_SPARSE, &op.row_idx, &op.col_w);
+    let mut a = KernelArgs::new();
+    a.push(op.col_ptr.ptr())
+        .push(idx_ptr)
+        .push(w_ptr)
+        .push(idx.ptr())
+        .push(d_out.ptr())
+        .push(d_val.ptr())
+        .push(op.cols as u32)
+        .push(k as u32)
+        .push(channels as u32);
+    let dims = LaunchDims::cover((op.cols * k) as u64, 256);
+    // SAFETY: matches `ls_spmm_t_sparse_<idx>_<w>(const u32* ptr, const I* rows_of,
+    // const W* w, const u32* idx, const float* d_out, float* d_val, u32 cols, u32 k, u32
+    // channels)` for the CSC storage types selected above; the caller checked idx and
+    // d_val hold cols·k and d_out at least rows·channels elements; the kernel reads
+    // d_out only at columns below channels.
     unsafe { gpu.launch(Kernel::Operator, 16, 0, name, dims, &mut a) }
 }

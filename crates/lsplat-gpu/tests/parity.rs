@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{compare, ground_truth, scene, seed, values};
+use common::{compare, ground_truth, scene, seed, up, values};
 use lsplat_core::Rng;
 use lsplat_core::config::{LossKind, WeightPrecision};
 use lsplat_cpu::CpuBackend;
@@ -20,6 +20,7 @@ gpu_tests!(
     losses_match,
     normalize_and_adam_are_bitwise_equal,
     mask_groups_and_operator_loss_step_match,
+    sparse_input_products_match,
 );
 
 /// Allowed mismatching elements: float decisions at thresholds may flip on a few.
@@ -379,6 +380,199 @@ fn wide_indices_match<R: Runtime>(gpu: &GpuBackend<R>) {
         1e-4,
         allowed_ties(tc.len()),
     );
+    // The sparse-input forward through the u32 columns: the dense one of its scatter.
+    let k = 2;
+    let (idx, val) = sparse_pairs(&mut rng, n, k, c);
+    let mut ys = gpu.alloc::<f32>(px.len() * c).unwrap();
+    gpu.fill(&mut ys, f32::NAN).unwrap();
+    gpu.spmm_sparse(&wg, &up(gpu, &idx), &up(gpu, &val), k, c, &mut ys)
+        .unwrap();
+    let mut yd = gpu.alloc::<f32>(px.len() * c).unwrap();
+    gpu.spmm(&wg, &up(gpu, &scatter(&idx, &val, k, c)), c, &mut yd)
+        .unwrap();
+    let (ys, yd) = (gpu.download(&ys).unwrap(), gpu.download(&yd).unwrap());
+    compare("spmm_sparse (u32 columns)", &ys, &yd, 0.0, 0.0, 0);
+}
+
+/// `[N, k]` (column, value) pairs with distinct random columns below `c` per row.
+fn sparse_pairs(rng: &mut Rng, n: usize, k: usize, c: usize) -> (Vec<u32>, Vec<f32>) {
+    let mut idx = Vec::with_capacity(n * k);
+    for _ in 0..n {
+        let row = idx.len();
+        while idx.len() < row + k {
+            let col = rng.below(c as u64) as u32;
+            if !idx[row..].contains(&col) {
+                idx.push(col);
+            }
+        }
+    }
+    (idx, values(rng, n * k))
+}
+
+/// The dense `[N, c]` of sparse pairs.
+fn scatter(idx: &[u32], val: &[f32], k: usize, c: usize) -> Vec<f32> {
+    let mut x = vec![0.0f32; idx.len() / k * c];
+    for (i, (&col, &v)) in idx.iter().zip(val).enumerate() {
+        x[i / k * c + col as usize] += v;
+    }
+    x
+}
+
+/// The sparse-input products (`spmm_sparse`, `spmm_t_sparse`) in every weight
+/// precision: bitwise the GPU's dense products of the scattered input (gathered at
+/// `idx` for the transposed one) on the same operator, and the CPU's sparse products
+/// to the tolerances of the dense parity (the two operators are built apart, with
+/// last-bit-different weights). Columns `≥ C` are skipped without a fault (buffers end
+/// against a guard page on simt), and bad shapes are refused.
+fn sparse_input_products_match<R: Runtime>(gpu: &GpuBackend<R>) {
+    let cpu = CpuBackend::new(1);
+    let mut rng = Rng::new(seed());
+    let s = scene(&mut rng, 2500, 190, 131, 16);
+    let (pc, bc) = common::binned(&cpu, &s);
+    let (pg, bg) = common::binned(gpu, &s);
+    let (px, off) = common::subset(&mut rng, s.grid, 0.6);
+    let sc = PixelSet::upload(&cpu, s.grid, &px, &off).unwrap();
+    let sg = PixelSet::upload(gpu, s.grid, &px, &off).unwrap();
+    let (n, rows) = (s.gaussians.len(), px.len());
+    for prec in [
+        WeightPrecision::F32,
+        WeightPrecision::F16,
+        WeightPrecision::Bf16,
+    ] {
+        let wc = cpu.build_operator(&pc, &bc, &sc, n, prec).unwrap();
+        let wg = gpu.build_operator(&pg, &bg, &sg, n, prec).unwrap();
+        let (atol, rtol) = match prec {
+            WeightPrecision::F32 => (1e-5, 1e-4),
+            WeightPrecision::F16 => (5e-4, 1e-3),
+            WeightPrecision::Bf16 => (4e-3, 8e-3),
+        };
+        for (k, c) in [(4, 64), (3, 37)] {
+            let (idx, val) = sparse_pairs(&mut rng, n, k, c);
+            let (idx_g, val_g) = (up(gpu, &idx), up(gpu, &val));
+            // Forward.
+            let mut yc = vec![0.0; rows * c];
+            cpu.spmm_sparse(&wc, &idx, &val, k, c, &mut yc).unwrap();
+            let mut yg = gpu.alloc::<f32>(rows * c).unwrap();
+            gpu.fill(&mut yg, f32::NAN).unwrap();
+            gpu.spmm_sparse(&wg, &idx_g, &val_g, k, c, &mut yg).unwrap();
+            let mut yd = gpu.alloc::<f32>(rows * c).unwrap();
+            gpu.spmm(&wg, &up(gpu, &scatter(&idx, &val, k, c)), c, &mut yd)
+                .unwrap();
+            let yg = gpu.download(&yg).unwrap();
+            compare(
+                "spmm_sparse vs spmm",
+                &yg,
+                &gpu.download(&yd).unwrap(),
+                0.0,
+                0.0,
+                0,
+            );
+            compare("spmm_sparse", &yg, &yc, atol, rtol, allowed(yc.len()));
+            // Transposed, accumulated into a non-zero start.
+            let d = values(&mut rng, rows * c);
+            let d_g = up(gpu, &d);
+            let start = values(&mut rng, n * k);
+            let mut tc = start.clone();
+            cpu.spmm_t_sparse(&wc, &idx, &d, k, c, &mut tc).unwrap();
+            let mut tg = up(gpu, &start);
+            gpu.spmm_t_sparse(&wg, &idx_g, &d_g, k, c, &mut tg).unwrap();
+            let mut dense = gpu.alloc::<f32>(n * c).unwrap();
+            gpu.spmm_t(&wg, &d_g, c, &mut dense).unwrap();
+            let dense = gpu.download(&dense).unwrap();
+            let gathered: Vec<f32> = (0..n * k)
+                .map(|i| start[i] + dense[i / k * c + idx[i] as usize])
+                .collect();
+            let tg = gpu.download(&tg).unwrap();
+            compare("spmm_t_sparse vs spmm_t", &tg, &gathered, 0.0, 0.0, 0);
+            compare(
+                "spmm_t_sparse",
+                &tg,
+                &tc,
+                10.0 * atol,
+                rtol,
+                allowed(tc.len()),
+            );
+        }
+        // Columns ≥ C: skipped by both kernels (the GPU does not check them).
+        let (k, c) = (4, 16);
+        let (mut idx, val) = sparse_pairs(&mut rng, n, k, c);
+        for (i, v) in idx.iter_mut().enumerate().step_by(5) {
+            *v = if i % 2 == 0 { c as u32 } else { u32::MAX };
+        }
+        let kept: Vec<f32> = val
+            .iter()
+            .zip(&idx)
+            .map(|(&v, &col)| if (col as usize) < c { v } else { 0.0 })
+            .collect();
+        let clamped: Vec<u32> = idx.iter().map(|&col| col.min(c as u32 - 1)).collect();
+        let mut yg = gpu.alloc::<f32>(rows * c).unwrap();
+        gpu.spmm_sparse(&wg, &up(gpu, &idx), &up(gpu, &val), k, c, &mut yg)
+            .unwrap();
+        let mut yd = gpu.alloc::<f32>(rows * c).unwrap();
+        gpu.spmm(&wg, &up(gpu, &scatter(&clamped, &kept, k, c)), c, &mut yd)
+            .unwrap();
+        let (yg, yd) = (gpu.download(&yg).unwrap(), gpu.download(&yd).unwrap());
+        compare("spmm_sparse, columns ≥ C", &yg, &yd, 0.0, 0.0, 0);
+        let mut tg = gpu.alloc::<f32>(n * k).unwrap();
+        gpu.fill(&mut tg, 0.5).unwrap();
+        let d = values(&mut rng, rows * c);
+        gpu.spmm_t_sparse(&wg, &up(gpu, &idx), &up(gpu, &d), k, c, &mut tg)
+            .unwrap();
+        let tg = gpu.download(&tg).unwrap();
+        assert!(
+            idx.iter()
+                .zip(&tg)
+                .all(|(&col, &v)| (col as usize) < c || v == 0.5),
+            "a pair with a column ≥ C got a gradient"
+        );
+    }
+    // Shapes and k are refused before a launch.
+    let wg = gpu
+        .build_operator(&pg, &bg, &sg, n, WeightPrecision::F32)
+        .unwrap();
+    let (k, c) = (4, 8);
+    let (idx, val) = sparse_pairs(&mut rng, n, k, c);
+    let (idx_g, val_g) = (up(gpu, &idx), up(gpu, &val));
+    let mut out = gpu.alloc::<f32>(rows * c).unwrap();
+    let mut d_val = gpu.alloc::<f32>(n * k).unwrap();
+    let short = up(gpu, &idx[1..]);
+    assert!(
+        gpu.spmm_sparse(&wg, &idx_g, &val_g, 0, c, &mut out)
+            .is_err()
+    );
+    assert!(
+        gpu.spmm_sparse(&wg, &idx_g, &val_g, k, 0, &mut out)
+            .is_err()
+    );
+    assert!(
+        gpu.spmm_sparse(&wg, &short, &val_g, k, c, &mut out)
+            .is_err()
+    );
+    assert!(
+        gpu.spmm_sparse(&wg, &idx_g, &val_g, k, c + 1, &mut out)
+            .is_err()
+    );
+    let d = up(gpu, &values(&mut rng, rows * c));
+    let d_short = up(gpu, &values(&mut rng, rows * c - 1));
+    let mut d_long = gpu.alloc::<f32>(n * k + 1).unwrap();
+    assert!(
+        gpu.spmm_t_sparse(&wg, &idx_g, &d, 0, c, &mut d_val)
+            .is_err()
+    );
+    assert!(
+        gpu.spmm_t_sparse(&wg, &idx_g, &d_short, k, c, &mut d_val)
+            .is_err()
+    );
+    assert!(
+        gpu.spmm_t_sparse(&wg, &idx_g, &d, k, c, &mut d_long)
+            .is_err()
+    );
+    assert!(
+        gpu.spmm_t_sparse(&wg, &short, &d, k, c, &mut d_val)
+            .is_err()
+    );
+    gpu.spmm_t_sparse(&wg, &idx_g, &d, k, c, &mut d_val)
+        .unwrap();
 }
 
 /// An infinite output gradient reaches exactly the Gaussians that contributed to that

@@ -3,7 +3,8 @@
 //! Geometry is frozen, so a camera's blending weights never change. A camera's cache
 //! is built on its first visit (from a projection and binning done in the shared
 //! [`Scratch`]) and then serves every later visit:
-//! - [`RasterCache::Operator`]: the sparse operator W; forward = SpMM, backward = Wᵀ.
+//! - [`RasterCache::Operator`]: the sparse operator W; forward = SpMM, backward = Wᵀ
+//!   (and, for k-sparse inputs, [`forward_sparse`] / [`backward_sparse`]).
 //! - [`RasterCache::Geometry`]: projection and sorted tile lists; weights recomputed.
 //! - [`RasterCache::Cold`]: nothing; the visit projects and bins into the scratch.
 
@@ -213,6 +214,48 @@ pub fn backward<B: Backend>(
     }
 }
 
+/// `out = W·x` for a k-sparse `x` (`idx`, `val`: `[N, k]`; see
+/// [`Backend::spmm_sparse`]) when the camera's operator is cached. Returns whether it
+/// ran: `Ok(false)` (nothing written) when the cache holds no operator, so the caller
+/// composites the scattered dense `x` through [`forward`] instead.
+pub fn forward_sparse<B: Backend>(
+    dev: &B,
+    cache: &RasterCache<B>,
+    idx: &B::Buf<u32>,
+    val: &B::Buf<f32>,
+    k: usize,
+    channels: usize,
+    out: &mut B::Buf<f32>,
+) -> Result<bool> {
+    match cache {
+        RasterCache::Operator { op } => dev
+            .spmm_sparse(op, idx, val, k, channels, out)
+            .map(|()| true),
+        RasterCache::Geometry { .. } | RasterCache::Cold => Ok(false),
+    }
+}
+
+/// `d_val += (Wᵀ·d_out)` at the pairs' columns (see [`Backend::spmm_t_sparse`]) when
+/// the camera's operator is cached. Returns whether it ran: `Ok(false)` (nothing
+/// added) when the cache holds no operator, so the caller runs the dense [`backward`]
+/// and gathers `d_x` at `idx` instead.
+pub fn backward_sparse<B: Backend>(
+    dev: &B,
+    cache: &RasterCache<B>,
+    idx: &B::Buf<u32>,
+    d_out: &B::Buf<f32>,
+    k: usize,
+    channels: usize,
+    d_val: &mut B::Buf<f32>,
+) -> Result<bool> {
+    match cache {
+        RasterCache::Operator { op } => dev
+            .spmm_t_sparse(op, idx, d_out, k, channels, d_val)
+            .map(|()| true),
+        RasterCache::Geometry { .. } | RasterCache::Cold => Ok(false),
+    }
+}
+
 /// Renders a full image of `[N, C]` features, returned row-major `[H·W, C]` on the
 /// host (for evaluation and tools; not used in training).
 pub fn render_image<B: Backend>(
@@ -247,4 +290,79 @@ pub fn render_image<B: Backend>(
             .copy_from_slice(&tiled[i * channels..(i + 1) * channels]);
     }
     Ok(image)
+}
+
+#[cfg(test)]
+mod tests {
+    use lsplat_core::Gaussians;
+    use lsplat_cpu::CpuBackend;
+
+    use super::*;
+
+    #[test]
+    fn sparse_products_run_only_through_an_operator() {
+        let dev = CpuBackend::new(1);
+        let g = Gaussians {
+            means: vec![[0.0, 0.0, 4.0], [0.3, -0.2, 5.0], [-0.4, 0.1, 3.5]],
+            log_scales: vec![[-1.5; 3], [-1.2; 3], [-1.8; 3]],
+            rotations: vec![[1.0, 0.0, 0.0, 0.0]; 3],
+            opacity_logits: vec![1.0, 2.0, 0.5],
+        };
+        let (w, h) = (40, 30);
+        let camera = CameraParams {
+            view: [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+            fx: 40.0,
+            fy: 40.0,
+            cx: 20.0,
+            cy: 15.0,
+            width: w,
+            height: h,
+            near: 0.01,
+            far: 1e10,
+        };
+        let grid = TileGrid::new(16, w, h);
+        let geometry = dev.upload_geometry(&g).unwrap();
+        let mut scratch = Scratch::<CpuBackend>::default();
+        dev.project(&geometry, &camera, grid, &mut scratch.projection)
+            .unwrap();
+        bin(&dev, grid, &mut scratch).unwrap();
+        let (px, off) = grid.all_pixels();
+        let set = PixelSet::upload(&dev, grid, &px, &off).unwrap();
+        let (k, c) = (2, 5);
+        let idx = vec![4, 0, 1, 3, 2, 2];
+        let val = vec![0.5, -1.0, 2.0, 0.25, 1.0, -0.5];
+        let d_out: Vec<f32> = (0..set.len * c).map(|i| (i % 7) as f32 - 3.0).collect();
+        // No operator: nothing runs, nothing is written.
+        let cold = RasterCache::<CpuBackend>::Cold;
+        let mut out = vec![7.0; set.len * c];
+        let mut d_val = vec![7.0; 3 * k];
+        assert!(!forward_sparse(&dev, &cold, &idx, &val, k, c, &mut out).unwrap());
+        assert!(!backward_sparse(&dev, &cold, &idx, &d_out, k, c, &mut d_val).unwrap());
+        assert!(out.iter().chain(&d_val).all(|&v| v == 7.0));
+        // An operator: the backend's sparse products.
+        let cache = promote(
+            &dev,
+            &mut scratch,
+            &set,
+            3,
+            CacheLevel::Operator,
+            WeightPrecision::F32,
+        )
+        .unwrap();
+        let RasterCache::Operator { op } = &cache else {
+            panic!("no operator")
+        };
+        assert!(forward_sparse(&dev, &cache, &idx, &val, k, c, &mut out).unwrap());
+        let mut want = vec![0.0; set.len * c];
+        dev.spmm_sparse(op, &idx, &val, k, c, &mut want).unwrap();
+        assert_eq!(out, want);
+        assert!(out.iter().any(|&v| v != 0.0));
+        assert!(backward_sparse(&dev, &cache, &idx, &d_out, k, c, &mut d_val).unwrap());
+        let mut want = vec![7.0; 3 * k];
+        dev.spmm_t_sparse(op, &idx, &d_out, k, c, &mut want)
+            .unwrap();
+        assert_eq!(d_val, want);
+        // Errors of the op come through.
+        assert!(forward_sparse(&dev, &cache, &idx, &val, k, 4, &mut out).is_err());
+    }
 }

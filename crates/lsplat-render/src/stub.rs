@@ -103,6 +103,28 @@ impl Backend for StubBackend {
     fn spmm_t(&self, _: &(), _: &Vec<f32>, _: usize, _: &mut Vec<f32>) -> Result<()> {
         self.missing()
     }
+    fn spmm_sparse(
+        &self,
+        _: &(),
+        _: &Vec<u32>,
+        _: &Vec<f32>,
+        _: usize,
+        _: usize,
+        _: &mut Vec<f32>,
+    ) -> Result<()> {
+        self.missing()
+    }
+    fn spmm_t_sparse(
+        &self,
+        _: &(),
+        _: &Vec<u32>,
+        _: &Vec<f32>,
+        _: usize,
+        _: usize,
+        _: &mut Vec<f32>,
+    ) -> Result<()> {
+        self.missing()
+    }
     fn normalize(&self, _: &Vec<f32>, _: usize, _: &mut Vec<f32>) -> Result<()> {
         self.missing()
     }
