@@ -23,43 +23,93 @@ __device__ __forceinline__ double lv2_dot(const float* a, const float* b, u32 n)
   return s;
 }
 
-// One thread per Gaussian: the top LV2_K logits (descending; ties to the lower index),
-// their softmax, and the dense row holding them.
+// The top LV2_K of one row of LV2_CODES logits (descending; ties to the lower index)
+// into si, and the softmax over just those logits into sv.
+__device__ __forceinline__ void lv2_select(const float* row, u32* si, float* sv) {
+  float sl[LV2_K];
+  for (u32 j = 0; j < LV2_K; ++j) {
+    si[j] = 0;
+    sl[j] = 0.0f;
+  }
+  u32 n = 0;
+  for (u32 c = 0; c < LV2_CODES; ++c) {
+    float l = row[c];
+    if (n == LV2_K && !lv2_above(l, sl[LV2_K - 1])) continue;
+    u32 pos = 0;
+    while (pos < n && !lv2_above(l, sl[pos])) ++pos;
+    u32 last = n < LV2_K ? n : LV2_K - 1;
+    for (u32 j = last; j > pos; --j) {
+      si[j] = si[j - 1];
+      sl[j] = sl[j - 1];
+    }
+    si[pos] = c;
+    sl[pos] = l;
+    if (n < LV2_K) ++n;
+  }
+  double m = (double)sl[0];
+  double sum = 0.0;
+  for (u32 j = 0; j < LV2_K; ++j) sum += exp((double)sl[j] - m);
+  for (u32 j = 0; j < LV2_K; ++j) sv[j] = (float)(exp((double)sl[j] - m) / sum);
+}
+
+// One thread per Gaussian: its selection (lv2_select) and the dense row holding it.
 extern "C" __global__ void lv2_topk(u32 items, const float* logits, u32* idx, float* val,
                                     float* dense) {
   for (u64 i = ls_global_id(); i < items; i += ls_global_stride()) {
-    const float* row = logits + i * LV2_CODES;
     u32 si[LV2_K];
     float sv[LV2_K];
-    for (u32 j = 0; j < LV2_K; ++j) {
-      si[j] = 0;
-      sv[j] = 0.0f;
-    }
-    u32 n = 0;
-    for (u32 c = 0; c < LV2_CODES; ++c) {
-      float l = row[c];
-      if (n == LV2_K && !lv2_above(l, sv[LV2_K - 1])) continue;
-      u32 pos = 0;
-      while (pos < n && !lv2_above(l, sv[pos])) ++pos;
-      u32 last = n < LV2_K ? n : LV2_K - 1;
-      for (u32 j = last; j > pos; --j) {
-        si[j] = si[j - 1];
-        sv[j] = sv[j - 1];
-      }
-      si[pos] = c;
-      sv[pos] = l;
-      if (n < LV2_K) ++n;
-    }
-    double m = (double)sv[0];
-    double sum = 0.0;
-    for (u32 j = 0; j < LV2_K; ++j) sum += exp((double)sv[j] - m);
+    lv2_select(logits + i * LV2_CODES, si, sv);
     float* d = dense + i * LV2_CODES;
     for (u32 c = 0; c < LV2_CODES; ++c) d[c] = 0.0f;
     for (u32 j = 0; j < LV2_K; ++j) {
-      float v = (float)(exp((double)sv[j] - m) / sum);
       idx[i * LV2_K + j] = si[j];
-      val[i * LV2_K + j] = v;
-      d[si[j]] += v;
+      val[i * LV2_K + j] = sv[j];
+      d[si[j]] += sv[j];
+    }
+  }
+}
+
+// One thread per Gaussian: the logit gradient of its selection from d_val (zero off
+// the selection; indices >= LV2_CODES are skipped), Adam on its LV2_CODES logits
+// (the engine's ls_adam with grad_scale 1), then the selection of the updated logits.
+extern "C" __global__ void lv2_adam_select(u32 items, float* logits, float* m, float* v,
+                                           u32* idx, float* val, const float* d_val,
+                                           float step_size, float inv_sqrt_bc2, float b1,
+                                           float b2, float eps) {
+  for (u64 i = ls_global_id(); i < items; i += ls_global_stride()) {
+    u32* ri = idx + i * LV2_K;
+    float* rv = val + i * LV2_K;
+    const float* rd = d_val + i * LV2_K;
+    float g[LV2_CODES];
+    for (u32 c = 0; c < LV2_CODES; ++c) g[c] = 0.0f;
+    double dot = 0.0;
+    for (u32 j = 0; j < LV2_K; ++j) dot += (double)rv[j] * (double)rd[j];
+    for (u32 j = 0; j < LV2_K; ++j) {
+      if (ri[j] >= LV2_CODES) continue;
+      g[ri[j]] += (float)((double)rv[j] * ((double)rd[j] - dot));
+    }
+    float* p = logits + i * LV2_CODES;
+    float* mr = m + i * LV2_CODES;
+    float* vr = v + i * LV2_CODES;
+    for (u32 c = 0; c < LV2_CODES; ++c) {
+      const float gi = g[c];
+      const float mi = b1 * mr[c] + (1.0f - b1) * gi;
+      const float vi = b2 * vr[c] + (1.0f - b2) * gi * gi;
+      mr[c] = mi;
+      vr[c] = vi;
+      p[c] -= step_size * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
+    }
+    lv2_select(p, ri, rv);
+  }
+}
+
+// One thread per Gaussian: d_val[j] += d_dense[idx[j]] (indices >= LV2_CODES skipped).
+extern "C" __global__ void lv2_gather_add(u32 items, const u32* idx, const float* d_dense,
+                                          float* d_val) {
+  for (u64 i = ls_global_id(); i < items; i += ls_global_stride()) {
+    for (u32 j = 0; j < LV2_K; ++j) {
+      const u32 c = idx[i * LV2_K + j];
+      if (c < LV2_CODES) d_val[i * LV2_K + j] += d_dense[i * LV2_CODES + c];
     }
   }
 }

@@ -4,14 +4,16 @@
 //! runs on every backend.
 //!
 //! One step, per batch camera (workload.md §3):
-//! - Rasterize: top-4 softmax of each Gaussian's 64 logits (once per step), and the
-//!   64-channel weights composited through the camera's cache into its frame;
+//! - Rasterize: the 64-channel weights (4 non-zeros per Gaussian) composited through
+//!   the camera's cache into its frame;
 //! - Loss: `bg = table·Bᵀ`, `G = B·Bᵀ`, then per valid pixel the cosine between the
 //!   decoded `F = Bᵀw` and its CLIP target from `w·bg` and `wᵀGw` — `[512, H, W]` and
 //!   `[valid, 512]` are never formed — its gradient in w, and the codebook gradient
 //!   `uᵀ·table + s·B` from per-pixel coefficients;
-//! - Backward: `Wᵀ` of the weight gradients, then through the top-4 softmax;
-//! - Step: Adam on {logits, codebook} with the run's `train.lr`, β and ε.
+//! - Backward: `Wᵀ` of the weight gradients at the 4 selected codes;
+//! - Step: one pass per Gaussian — the gradient through the top-4 softmax, Adam on
+//!   its 64 logits, and the top-4 selection of the updated logits for the next step
+//!   — then Adam on the codebook (the run's `train.lr`, β and ε).
 
 use std::path::Path;
 
@@ -46,7 +48,6 @@ pub struct V2State<B: Backend> {
     pub logits: B::Buf<f32>,
     /// Codebook `[64, D]`.
     pub codebook: B::Buf<f32>,
-    pub(crate) d_logits: B::Buf<f32>,
     pub(crate) d_codebook: B::Buf<f32>,
     pub(crate) m_logits: B::Buf<f32>,
     pub(crate) v_logits: B::Buf<f32>,
@@ -56,6 +57,13 @@ pub struct V2State<B: Backend> {
     pub idx: B::Buf<u32>,
     /// Their weights `[N, 4]`.
     pub val: B::Buf<f32>,
+    /// The loss gradient of `val`.
+    pub(crate) d_val: B::Buf<f32>,
+    /// Whether `idx`/`val` hold the selection of the current logits (the step's
+    /// Adam pass selects for the next step) and `dense` may be stale.
+    pub(crate) selected: bool,
+    /// Dense `[N, 64]` weights and their gradient, for cameras composited without an
+    /// operator cache.
     pub(crate) dense: B::Buf<f32>,
     pub(crate) d_dense: B::Buf<f32>,
     pub(crate) bg: B::Buf<f32>,
@@ -71,6 +79,7 @@ impl<B: Backend> V2State<B> {
     /// Top-4 softmax of the current logits into `idx`, `val` and the dense weights.
     pub fn select(&mut self, dev: &B) -> Result<(), DeviceError> {
         let n = self.gaussians;
+        self.selected = true;
         dev.run_op(
             &ops::TopKOp { gaussians: n },
             n,
@@ -200,7 +209,6 @@ impl<B: Backend> Model<B> for LangSplatV2 {
                 rows_max,
                 logits: dev.upload(&logits)?,
                 codebook: dev.upload(&codebook)?,
-                d_logits: dev.alloc(n * CODES)?,
                 d_codebook: dev.alloc(CODES * d)?,
                 m_logits: dev.alloc(n * CODES)?,
                 v_logits: dev.alloc(n * CODES)?,
@@ -208,6 +216,8 @@ impl<B: Backend> Model<B> for LangSplatV2 {
                 v_codebook: dev.alloc(CODES * d)?,
                 idx: dev.alloc(n * TOP_K)?,
                 val: dev.alloc(n * TOP_K)?,
+                d_val: dev.alloc(n * TOP_K)?,
+                selected: false,
                 dense: dev.alloc(n * CODES)?,
                 d_dense: dev.alloc(n * CODES)?,
                 bg: dev.alloc(rows_max * CODES)?,
@@ -224,7 +234,10 @@ impl<B: Backend> Model<B> for LangSplatV2 {
         let binned = lsplat_engine::systems::render::bin_cold::<B>;
         engine.add_systems(
             TrainSystems::Rasterize,
-            (systems::select_codes::<B>, systems::render_weights::<B>)
+            (
+                systems::select_codes::<B>.run_if(systems::dense_needed::<B>),
+                systems::render_weights::<B>,
+            )
                 .chain()
                 .after(binned)
                 .after(admitted),

@@ -5,6 +5,8 @@
 //! |---|---|---|
 //! | [`TopKOp`] | N | logits, idx (w), val (w), dense (w) |
 //! | [`TopKBackwardOp`] | N | idx, val, d_dense, d_logits (w) |
+//! | [`AdamSelectOp`] | N | logits (rw), m (rw), v (rw), idx (rw), val (rw), d_val, Adam's `step_size`, `inv_sqrt_bc2`, `beta1`, `beta2`, `eps` |
+//! | [`GatherAddOp`] | N | idx, d_dense, d_val (+=) |
 //! | [`PrepOp`] | rows·C + C² + rows | codebook, table, bg (w), gram (w), gnorm (w), `dim` |
 //! | [`CosineOp`] | V | w, mask, bg, gram, gnorm, d_w (w), rho (w), coef (w), `grad_scale` |
 //! | [`AccOp`] | rows·C + C² | w, mask, coef, u (w), s (w), `pixels` |
@@ -17,12 +19,14 @@
 //! and simt results agree bit for bit except [`AccOp`] (blocked sums on the CPU).
 
 mod acc;
+mod adam;
 mod cosine;
 mod topk;
 
 pub use acc::{AccOp, CodebookGradOp};
+pub use adam::{AdamSelectOp, GatherAddOp, StepConstants, adam_select_row};
 pub use cosine::{CosineOp, PixelCosine, PrepOp, cosine_pixel};
-pub use topk::{TopKBackwardOp, TopKOp, topk_backward_row, topk_row};
+pub use topk::{TopKBackwardOp, TopKOp, select_row, topk_backward_row, topk_row};
 
 use lsplat_device::{DeviceError, DeviceOp, HostArgs, HostPool, OpKernel, Result};
 
@@ -36,6 +40,8 @@ pub fn all() -> Vec<Box<dyn lsplat_device::DeviceOp>> {
     vec![
         Box::new(TopKOp { gaussians: 0 }),
         Box::new(TopKBackwardOp { gaussians: 0 }),
+        Box::new(AdamSelectOp { gaussians: 0 }),
+        Box::new(GatherAddOp { gaussians: 0 }),
         Box::new(PrepOp { rows: 0, dim: 0 }),
         Box::new(CosineOp { rows: 0, pixels: 0 }),
         Box::new(AccOp { rows: 0, pixels: 0 }),
@@ -184,6 +190,8 @@ impl DeviceOp for SumOp {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_adam;
 #[cfg(test)]
 mod tests_checks;
 #[cfg(test)]

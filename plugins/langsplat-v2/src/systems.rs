@@ -8,7 +8,7 @@ use lsplat_engine::components::{Cache, GroundTruth, InBatch};
 use lsplat_engine::resources::{Dev, Fault, Frames, Metrics, Step, TrainSettings};
 
 use crate::model::V2State;
-use crate::{CODES, ops};
+use crate::{CODES, TOP_K, ops};
 
 /// Mean cosine between the decoded and the target feature over the valid pixels of
 /// every camera that holds a cache (with the final logits and codebook), the pixels
@@ -53,6 +53,19 @@ pub fn evaluate<B: Backend>(world: &mut World) -> Result<(f64, usize, usize), En
     })
 }
 
+/// Whether this step needs [`select_codes`]: before the first Adam pass, which
+/// selects for the next step, and whenever a batch camera is composited through the
+/// dense weights (it holds no operator cache yet).
+pub(crate) fn dense_needed<B: Backend>(
+    state: Res<V2State<B>>,
+    batch: Query<&Cache<B>, With<InBatch>>,
+) -> bool {
+    !state.selected
+        || batch
+            .iter()
+            .any(|c| c.cache.level() != lsplat_render::CacheLevel::Operator)
+}
+
 /// Top-4 softmax of every Gaussian's logits into `idx`, `val` and the dense weights.
 pub(crate) fn select_codes<B: Backend>(
     dev: Res<Dev<B>>,
@@ -62,7 +75,8 @@ pub(crate) fn select_codes<B: Backend>(
     fault.check(state.select(&dev.0));
 }
 
-/// Composites the dense weights of every batch camera into its frame.
+/// Composites every batch camera's weights into its frame: the 4 (code, weight) pairs
+/// per Gaussian through its operator, or the dense weights without one.
 pub(crate) fn render_weights<B: Backend>(
     dev: Res<Dev<B>>,
     state: Res<V2State<B>>,
@@ -70,17 +84,26 @@ pub(crate) fn render_weights<B: Backend>(
     batch: Query<(&Cache<B>, &GroundTruth<B>, &InBatch)>,
     mut fault: ResMut<Fault>,
 ) {
+    let (dev, st) = (&dev.0, &*state);
     for (c, gt, slot) in &batch {
         let frame = &mut frames.0[slot.slot];
-        fault.check(lsplat_render::cache::forward(
-            &dev.0,
-            &c.cache,
-            &frame.scratch,
-            &gt.0.pixels,
-            &state.dense,
-            CODES,
-            &mut frame.rendered,
-        ));
+        let out = &mut frame.rendered;
+        let r = lsplat_render::cache::forward_sparse(
+            dev, &c.cache, &st.idx, &st.val, TOP_K, CODES, out,
+        )
+        .and_then(|done| match done {
+            true => Ok(()),
+            false => lsplat_render::cache::forward(
+                dev,
+                &c.cache,
+                &frame.scratch,
+                &gt.0.pixels,
+                &st.dense,
+                CODES,
+                out,
+            ),
+        });
+        fault.check(r);
     }
 }
 
@@ -151,8 +174,8 @@ pub(crate) fn decode_loss<B: Backend>(
     }
 }
 
-/// `Wᵀ` of every batch camera's weight gradient (slot order), then through the top-4
-/// softmax into the logits' gradient.
+/// `Wᵀ` of every batch camera's weight gradient (slot order) at each Gaussian's
+/// selected codes into `d_val`.
 pub(crate) fn backward<B: Backend>(
     dev: Res<Dev<B>>,
     settings: Res<TrainSettings>,
@@ -163,11 +186,29 @@ pub(crate) fn backward<B: Backend>(
 ) {
     let dev = &dev.0;
     let st = &mut *state;
-    fault.check(dev.fill(&mut st.d_dense, 0.0));
+    fault.check(dev.fill(&mut st.d_val, 0.0));
+    let mut dense = false;
     let slots = settings.0.batch_size as usize;
     let ordered = (0..slots).flat_map(|s| batch.iter().filter(move |(.., b)| b.slot == s));
     for (c, gt, b) in ordered {
         let frame = &frames.0[b.slot];
+        let sparse = lsplat_render::cache::backward_sparse(
+            dev,
+            &c.cache,
+            &st.idx,
+            &frame.d_rendered,
+            TOP_K,
+            CODES,
+            &mut st.d_val,
+        );
+        // Ran, or failed (the fault is kept): nothing dense to do for this camera.
+        if fault.check(sparse) != Some(false) {
+            continue;
+        }
+        if !dense {
+            fault.check(dev.fill(&mut st.d_dense, 0.0));
+            dense = true;
+        }
         fault.check(lsplat_render::cache::backward(
             dev,
             &c.cache,
@@ -178,20 +219,22 @@ pub(crate) fn backward<B: Backend>(
             &mut st.d_dense,
         ));
     }
-    let n = st.gaussians;
-    fault.check(dev.run_op(
-        &ops::TopKBackwardOp { gaussians: n },
-        n,
-        &mut [
-            OpArg::U32(&st.idx),
-            OpArg::F32(&st.val),
-            OpArg::F32(&st.d_dense),
-            OpArg::F32Mut(&mut st.d_logits),
-        ],
-    ));
+    if dense {
+        let n = st.gaussians;
+        fault.check(dev.run_op(
+            &ops::GatherAddOp { gaussians: n },
+            n,
+            &mut [
+                OpArg::U32(&st.idx),
+                OpArg::F32(&st.d_dense),
+                OpArg::F32Mut(&mut st.d_val),
+            ],
+        ));
+    }
 }
 
-/// One Adam group over {logits, codebook}.
+/// Adam over the logits fused with the top-4 backward and the next step's selection,
+/// then Adam over the codebook.
 pub(crate) fn adam<B: Backend>(
     dev: Res<Dev<B>>,
     settings: Res<TrainSettings>,
@@ -209,13 +252,27 @@ pub(crate) fn adam<B: Backend>(
         grad_scale: 1.0,
     };
     let st = &mut *state;
-    fault.check(dev.0.adam_step(
-        &mut st.logits,
-        &st.d_logits,
-        &mut st.m_logits,
-        &mut st.v_logits,
-        &hp,
+    let n = st.gaussians;
+    let k = ops::StepConstants::new(&hp);
+    let [a, b, c, d, e] = ops::AdamSelectOp::scalars(&k).map(|x| OpArg::Scalar(Scalar::F32(x)));
+    fault.check(dev.0.run_op(
+        &ops::AdamSelectOp { gaussians: n },
+        n,
+        &mut [
+            OpArg::F32Mut(&mut st.logits),
+            OpArg::F32Mut(&mut st.m_logits),
+            OpArg::F32Mut(&mut st.v_logits),
+            OpArg::U32Mut(&mut st.idx),
+            OpArg::F32Mut(&mut st.val),
+            OpArg::F32(&st.d_val),
+            a,
+            b,
+            c,
+            d,
+            e,
+        ],
     ));
+    st.selected = true;
     fault.check(dev.0.adam_step(
         &mut st.codebook,
         &st.d_codebook,

@@ -12,10 +12,10 @@ fn above(a: f32, b: f32) -> bool {
     !a.is_nan() && (b.is_nan() || a > b)
 }
 
-/// One Gaussian of [`TopKOp`]: `logits` (`[CODES]`) → `idx`, `val` (`[TOP_K]`, the
-/// softmax over the top logits in descending order, ties to the lower index) and
-/// `dense` (`[CODES]`, zero except those values). The kernel's operations in order.
-pub fn topk_row(logits: &[f32], idx: &mut [u32], val: &mut [f32], dense: &mut [f32]) {
+/// The top [`TOP_K`] of one Gaussian's `logits` (`[CODES]`): their codes in descending
+/// logit order (ties to the lower index) and the softmax over just those logits. The
+/// kernel's operations in order (`lv2_select`).
+pub fn select_row(logits: &[f32]) -> ([u32; TOP_K], [f32; TOP_K]) {
     let mut si = [0u32; TOP_K];
     let mut sv = [0.0f32; TOP_K];
     let mut n = 0;
@@ -45,10 +45,20 @@ pub fn topk_row(logits: &[f32], idx: &mut [u32], val: &mut [f32], dense: &mut [f
     for &l in &sv {
         sum += (f64::from(l) - m).exp();
     }
+    let mut val = [0.0f32; TOP_K];
+    for (v, &l) in val.iter_mut().zip(&sv) {
+        *v = ((f64::from(l) - m).exp() / sum) as f32;
+    }
+    (si, val)
+}
+
+/// One Gaussian of [`TopKOp`]: `logits` (`[CODES]`) → `idx`, `val` (`[TOP_K]`, as
+/// [`select_row`]) and `dense` (`[CODES]`, zero except those values).
+pub fn topk_row(logits: &[f32], idx: &mut [u32], val: &mut [f32], dense: &mut [f32]) {
+    let (si, sv) = select_row(logits);
     let dense = &mut dense[..CODES];
     dense.fill(0.0);
-    for ((oi, ov), (&c, &l)) in idx.iter_mut().zip(val.iter_mut()).zip(si.iter().zip(&sv)) {
-        let v = ((f64::from(l) - m).exp() / sum) as f32;
+    for ((oi, ov), (&c, &v)) in idx.iter_mut().zip(val.iter_mut()).zip(si.iter().zip(&sv)) {
         *oi = c;
         *ov = v;
         dense[c as usize] += v;

@@ -1,0 +1,252 @@
+//! The step over the logits in one pass per Gaussian (`lv2_adam_select`): the exact
+//! top-k gradient of its logits from the gradient of its k weights, Adam on its
+//! `CODES` logits, and the top-k selection of the updated logits that the next step
+//! composites. Equal, bit for bit, to `lv2_topk_backward` + the engine's Adam +
+//! `lv2_topk` over the same buffers, without the `[N, CODES]` gradient between them;
+//! and [`GatherAddOp`], the weight gradient of a camera composited densely.
+
+use std::ops::Range;
+use std::sync::Mutex;
+
+use lsplat_device::{AdamParams, DeviceOp, HostArgs, HostPool, OpKernel, Result};
+
+use super::topk::select_row;
+use super::{BLOCK, PLUGIN, all_below, arity, items_are, kernel, need};
+use crate::{CODES, TOP_K};
+
+/// Adam's per-step constants, as the engine's Adam derives them from [`AdamParams`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepConstants {
+    /// lr / (1 − β₁ᵗ).
+    pub step_size: f32,
+    /// 1 / √(1 − β₂ᵗ).
+    pub inv_sqrt_bc2: f32,
+    /// β₁.
+    pub beta1: f32,
+    /// β₂.
+    pub beta2: f32,
+    /// ε.
+    pub eps: f32,
+}
+
+impl StepConstants {
+    /// The constants of step `hp.step` (PyTorch's bias corrections, in f64).
+    pub fn new(hp: &AdamParams) -> Self {
+        let t = hp.step.max(1) as i32;
+        let bc1 = 1.0 - f64::from(hp.beta1).powi(t);
+        let bc2 = 1.0 - f64::from(hp.beta2).powi(t);
+        StepConstants {
+            step_size: (f64::from(hp.lr) / bc1) as f32,
+            inv_sqrt_bc2: (1.0 / bc2.sqrt()) as f32,
+            beta1: hp.beta1,
+            beta2: hp.beta2,
+            eps: hp.eps,
+        }
+    }
+}
+
+/// One Gaussian of [`AdamSelectOp`]: `idx`/`val` (its current selection, codes below
+/// [`CODES`]) and `d_val` (the loss gradient of its weights) give the logit gradient
+/// (zero off the selection); Adam updates `logits`, `m`, `v` (`[CODES]`); `idx`/`val`
+/// become the selection of the updated logits. The kernel's operations in order.
+pub fn adam_select_row(
+    logits: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    idx: &mut [u32],
+    val: &mut [f32],
+    d_val: &[f32],
+    k: &StepConstants,
+) {
+    let mut g = [0.0f32; CODES];
+    let mut dot = 0.0f64;
+    for (&w, &d) in val[..TOP_K].iter().zip(&d_val[..TOP_K]) {
+        dot += f64::from(w) * f64::from(d);
+    }
+    for ((&c, &w), &d) in idx[..TOP_K].iter().zip(&val[..TOP_K]).zip(&d_val[..TOP_K]) {
+        g[c as usize] += (f64::from(w) * (f64::from(d) - dot)) as f32;
+    }
+    let (p, m, v) = (&mut logits[..CODES], &mut m[..CODES], &mut v[..CODES]);
+    for c in 0..CODES {
+        let gi = g[c];
+        let mi = k.beta1 * m[c] + (1.0 - k.beta1) * gi;
+        let vi = k.beta2 * v[c] + (1.0 - k.beta2) * gi * gi;
+        m[c] = mi;
+        v[c] = vi;
+        p[c] -= k.step_size * mi / (vi.sqrt() * k.inv_sqrt_bc2 + k.eps);
+    }
+    let (si, sv) = select_row(p);
+    idx[..TOP_K].copy_from_slice(&si);
+    val[..TOP_K].copy_from_slice(&sv);
+}
+
+/// Rows a worker locks at once in the buffers [`HostPool::for_rows`] does not split.
+const CHUNK_ROWS: usize = 256;
+
+/// A buffer of rows split into chunks of [`CHUNK_ROWS`] rows, each behind its own lock:
+/// workers own disjoint row ranges, so a lock is contended at most at a range's ends.
+struct Chunked<'a, T>(Vec<Mutex<&'a mut [T]>>);
+
+impl<'a, T> Chunked<'a, T> {
+    fn new(buf: &'a mut [T], row_len: usize) -> Self {
+        Chunked(
+            buf.chunks_mut(CHUNK_ROWS * row_len)
+                .map(Mutex::new)
+                .collect(),
+        )
+    }
+
+    fn lock(&self, chunk: usize) -> std::sync::MutexGuard<'_, &'a mut [T]> {
+        self.0[chunk].lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The chunks a row range meets, each with its rows.
+fn chunks_of(rows: Range<usize>) -> impl Iterator<Item = (usize, Range<usize>)> {
+    let first = rows.start / CHUNK_ROWS;
+    let last = rows.end.div_ceil(CHUNK_ROWS);
+    (first..last).map(move |c| {
+        let lo = rows.start.max(c * CHUNK_ROWS);
+        let hi = rows.end.min((c + 1) * CHUNK_ROWS);
+        (c, lo..hi)
+    })
+}
+
+/// Top-k backward + Adam + top-k selection per Gaussian. Arguments: `[0]` logits
+/// `[N·C]` (updated), `[1]` m, `[2]` v `[N·C]` (updated), `[3]` idx `[N·K]` (u32,
+/// read then written), `[4]` val `[N·K]` (read then written), `[5]` d_val `[N·K]`,
+/// then f32 scalars `[6]` step_size, `[7]` inv_sqrt_bc2, `[8]` β₁, `[9]` β₂, `[10]` ε
+/// ([`StepConstants`]); items = N.
+#[derive(Debug)]
+pub struct AdamSelectOp {
+    /// Gaussians N.
+    pub gaussians: usize,
+}
+
+impl AdamSelectOp {
+    /// The scalar arguments of step `k`.
+    pub fn scalars(k: &StepConstants) -> [f32; 5] {
+        [k.step_size, k.inv_sqrt_bc2, k.beta1, k.beta2, k.eps]
+    }
+}
+
+impl DeviceOp for AdamSelectOp {
+    fn plugin(&self) -> &'static str {
+        PLUGIN
+    }
+    fn name(&self) -> &'static str {
+        "lv2_adam_select"
+    }
+    fn kernel(&self) -> OpKernel {
+        kernel("lv2_adam_select", BLOCK)
+    }
+    fn check(&self, items: usize, lens: &[usize]) -> Result<()> {
+        let n = self.name();
+        arity(n, lens, 11)?;
+        items_are(n, items, self.gaussians, "gaussians")?;
+        for (i, what) in ["logits", "m", "v"].into_iter().enumerate() {
+            need(n, what, lens[i], items, CODES)?;
+        }
+        for (i, what) in ["idx", "val", "d_val"].into_iter().enumerate() {
+            need(n, what, lens[3 + i], items, TOP_K)?;
+        }
+        Ok(())
+    }
+    fn run_cpu(&self, items: usize, a: &mut HostArgs<'_>, pool: &dyn HostPool) -> Result<()> {
+        let n = self.name();
+        let logits = a.f32_mut(0)?;
+        let (m, v) = (a.f32_mut(1)?, a.f32_mut(2)?);
+        let idx = a.u32_mut(3)?;
+        let (val, d_val) = (a.f32_mut(4)?, a.f32(5)?);
+        let k = StepConstants {
+            step_size: a.scalar_f32(6)?,
+            inv_sqrt_bc2: a.scalar_f32(7)?,
+            beta1: a.scalar_f32(8)?,
+            beta2: a.scalar_f32(9)?,
+            eps: a.scalar_f32(10)?,
+        };
+        let lens = [
+            logits.len(),
+            m.len(),
+            v.len(),
+            idx.len(),
+            val.len(),
+            d_val.len(),
+        ];
+        self.check(items, &[&lens[..], &[0; 5]].concat())?;
+        all_below(n, "idx", &idx[..items * TOP_K], CODES)?;
+        let (m, v) = (Chunked::new(m, CODES), Chunked::new(v, CODES));
+        let (idx, val) = (Chunked::new(idx, TOP_K), Chunked::new(val, TOP_K));
+        pool.for_rows(items, &mut logits[..items * CODES], CODES, &|_, rows, p| {
+            let base = rows.start;
+            for (c, span) in chunks_of(rows) {
+                let (mut mc, mut vc) = (m.lock(c), v.lock(c));
+                let (mut ic, mut wc) = (idx.lock(c), val.lock(c));
+                for g in span {
+                    let (r, l) = (g - base, g - c * CHUNK_ROWS);
+                    adam_select_row(
+                        &mut p[r * CODES..][..CODES],
+                        &mut mc[l * CODES..][..CODES],
+                        &mut vc[l * CODES..][..CODES],
+                        &mut ic[l * TOP_K..][..TOP_K],
+                        &mut wc[l * TOP_K..][..TOP_K],
+                        &d_val[g * TOP_K..][..TOP_K],
+                        &k,
+                    );
+                }
+            }
+            0.0
+        });
+        Ok(())
+    }
+}
+
+/// `d_val[g·K + j] += d_dense[g·C + idx[g·K + j]]`: the weight gradient of a camera
+/// composited through the dense `[N, C]` weights (a camera without an operator
+/// cache). Arguments: `[0]` idx `[N·K]` (u32), `[1]` d_dense `[N·C]`, `[2]` d_val
+/// `[N·K]` (added to); items = N.
+#[derive(Debug)]
+pub struct GatherAddOp {
+    /// Gaussians N.
+    pub gaussians: usize,
+}
+
+impl DeviceOp for GatherAddOp {
+    fn plugin(&self) -> &'static str {
+        PLUGIN
+    }
+    fn name(&self) -> &'static str {
+        "lv2_gather_add"
+    }
+    fn kernel(&self) -> OpKernel {
+        kernel("lv2_gather_add", BLOCK)
+    }
+    fn check(&self, items: usize, lens: &[usize]) -> Result<()> {
+        let n = self.name();
+        arity(n, lens, 3)?;
+        items_are(n, items, self.gaussians, "gaussians")?;
+        need(n, "idx", lens[0], items, TOP_K)?;
+        need(n, "d_dense", lens[1], items, CODES)?;
+        need(n, "d_val", lens[2], items, TOP_K)
+    }
+    fn run_cpu(&self, items: usize, a: &mut HostArgs<'_>, pool: &dyn HostPool) -> Result<()> {
+        let (idx, d_dense, d_val) = (a.u32(0)?, a.f32(1)?, a.f32_mut(2)?);
+        self.check(items, &[idx.len(), d_dense.len(), d_val.len()])?;
+        all_below(self.name(), "idx", &idx[..items * TOP_K], CODES)?;
+        pool.for_rows(
+            items,
+            &mut d_val[..items * TOP_K],
+            TOP_K,
+            &|_, rows, out| {
+                for g in rows.clone() {
+                    let o = &mut out[(g - rows.start) * TOP_K..][..TOP_K];
+                    for (d, &c) in o.iter_mut().zip(&idx[g * TOP_K..][..TOP_K]) {
+                        *d += d_dense[g * CODES + c as usize];
+                    }
+                }
+                0.0
+            },
+        );
+        Ok(())
+    }
+}
