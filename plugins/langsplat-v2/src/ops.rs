@@ -26,7 +26,9 @@ mod topk;
 pub use acc::{AccOp, CodebookGradOp};
 pub use adam::{AdamSelectOp, GatherAddOp, StepConstants, adam_select_row};
 pub use cosine::{CosineOp, PixelCosine, PrepOp, cosine_pixel};
-pub use topk::{TopKBackwardOp, TopKOp, select_row, topk_backward_row, topk_row};
+pub use topk::{
+    TopKBackwardOp, TopKOp, select_row, select_row_hinted, topk_backward_row, topk_row,
+};
 
 use lsplat_device::{DeviceError, DeviceOp, HostArgs, HostPool, OpKernel, Result};
 

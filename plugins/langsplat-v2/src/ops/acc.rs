@@ -15,8 +15,8 @@ use crate::CODES;
 /// pixels (u32 scalar, = `self.pixels`); items = rows·C + C².
 ///
 /// The kernel sums each entry over the pixels in order; the CPU sums blocks of pixels
-/// in parallel and adds the blocks in order (both in f64, deterministic; they differ
-/// in rounding only).
+/// in parallel and adds the blocks in order, and sums s's upper triangle only (both in
+/// f64, deterministic; they differ in rounding only).
 #[derive(Debug)]
 pub struct AccOp {
     /// Rows of the ground-truth table.
@@ -86,12 +86,13 @@ impl DeviceOp for AccOp {
                     }
                 }
                 if c2 != 0.0 {
-                    // Rows k with w_pk = 0 are skipped (as the kernel skips them); the
-                    // zero terms added within a row leave the sums' bits unchanged.
-                    for (row, &wk) in pss.chunks_exact_mut(CODES).zip(&wd) {
+                    // s is symmetric: only m ≥ k is summed here (mirrored below). Rows
+                    // k with w_pk = 0 are skipped (as the kernel skips them); the zero
+                    // terms added within a row leave the sums' bits unchanged.
+                    for (k, (row, &wk)) in pss.chunks_exact_mut(CODES).zip(&wd).enumerate() {
                         if wk != 0.0 {
                             let t = c2 * wk;
-                            for (o, &wm) in row.iter_mut().zip(&wd) {
+                            for (o, &wm) in row[k..].iter_mut().zip(&wd[k..]) {
                                 *o += t * wm;
                             }
                         }
@@ -105,11 +106,17 @@ impl DeviceOp for AccOp {
             .into_iter()
             .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
             .collect();
+        // Entry e of the outputs sums entry `from(e)` of the parts: s's lower triangle
+        // is its upper one.
+        let from = |e: usize| match e.checked_sub(nu) {
+            Some(km) if km % CODES < km / CODES => nu + (km % CODES) * CODES + km / CODES,
+            _ => e,
+        };
         let out = u[..nu].iter_mut().chain(s[..CODES * CODES].iter_mut());
         for (e, o) in out.enumerate() {
             let mut sum = 0.0f64;
             for part in &parts {
-                sum += part[e];
+                sum += part[from(e)];
             }
             *o = sum as f32;
         }

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use lsplat_device::{AdamParams, DeviceOp, HostArgs, HostPool, OpKernel, Result};
 
-use super::topk::select_row;
+use super::topk::select_row_hinted;
 use super::{BLOCK, PLUGIN, all_below, arity, items_are, kernel, need};
 use crate::{CODES, TOP_K};
 
@@ -48,7 +48,8 @@ impl StepConstants {
 /// One Gaussian of [`AdamSelectOp`]: `idx`/`val` (its current selection, codes below
 /// [`CODES`]) and `d_val` (the loss gradient of its weights) give the logit gradient
 /// (zero off the selection); Adam updates `logits`, `m`, `v` (`[CODES]`); `idx`/`val`
-/// become the selection of the updated logits. The kernel's operations in order.
+/// become the selection of the updated logits. The kernel's operations in order (the
+/// selection starts from the current one, [`select_row_hinted`]: the same result).
 pub fn adam_select_row(
     logits: &mut [f32],
     m: &mut [f32],
@@ -75,7 +76,7 @@ pub fn adam_select_row(
         v[c] = vi;
         p[c] -= k.step_size * mi / (vi.sqrt() * k.inv_sqrt_bc2 + k.eps);
     }
-    let (si, sv) = select_row(p);
+    let (si, sv) = select_row_hinted(p, idx);
     idx[..TOP_K].copy_from_slice(&si);
     val[..TOP_K].copy_from_slice(&sv);
 }

@@ -102,38 +102,53 @@ pub struct PixelCosine {
     pub c2: f32,
 }
 
+/// Output codes of Gw one pass over a pixel's non-zero weights accumulates at once
+/// (held in registers).
+const LANES: usize = 16;
+const _: () = assert!(CODES.is_multiple_of(LANES));
+
 /// One pixel of [`CosineOp`] (the math of [`crate::cosine_pixels`], the kernel's
 /// operations in order): `w`, `bg` (the pixel's row of bg) and `d_w` are `[C]`, `gram`
-/// `[C·C]`, `gnorm` |g|. With a = w·bg, Gw = gram·w, q = w·Gw: a pixel with
-/// q ≤ [`TINY_NORM_SQ`] or |g| = 0 gets ρ = 1 and zero gradient; otherwise
-/// cos = a/(√q |g|) and d_w = c1·bg + c2·Gw. Sums run in f64, skipping zero weights.
+/// `[C·C]` (widened to f64), `gnorm` |g|. With a = w·bg, Gw = gram·w, q = w·Gw: a
+/// pixel with q ≤ [`TINY_NORM_SQ`] or |g| = 0 gets ρ = 1 and zero gradient; otherwise
+/// cos = a/(√q |g|) and d_w = c1·bg + c2·Gw. Sums run in f64 over the non-zero
+/// weights in code order.
 pub fn cosine_pixel(
     w: &[f32],
     bg: &[f32],
-    gram: &[f32],
+    gram: &[f64],
     gnorm: f32,
     grad_scale: f32,
     d_w: &mut [f32],
 ) -> PixelCosine {
     let (w, bg, d_w) = (&w[..CODES], &bg[..CODES], &mut d_w[..CODES]);
+    let gram = &gram[..CODES * CODES];
     let g = f64::from(gnorm);
-    let mut gw = [0.0f64; CODES];
+    let mut nz = [(0usize, 0.0f64); CODES];
+    let mut n = 0;
     let mut a = 0.0f64;
     for (c, &wc) in w.iter().enumerate() {
-        if wc == 0.0 {
-            continue;
-        }
-        let wc = f64::from(wc);
-        a += wc * f64::from(bg[c]);
-        for (o, &gv) in gw.iter_mut().zip(&gram[c * CODES..][..CODES]) {
-            *o += wc * f64::from(gv);
+        if wc != 0.0 {
+            let wc = f64::from(wc);
+            a += wc * f64::from(bg[c]);
+            nz[n] = (c, wc);
+            n += 1;
         }
     }
-    let mut q = 0.0f64;
-    for (&wc, &gv) in w.iter().zip(&gw) {
-        if wc != 0.0 {
-            q += f64::from(wc) * gv;
+    let nz = &nz[..n];
+    let mut gw = [0.0f64; CODES];
+    for (lane0, out) in (0..).step_by(LANES).zip(gw.chunks_exact_mut(LANES)) {
+        let mut acc = [0.0f64; LANES];
+        for &(c, wc) in nz {
+            for (o, &gv) in acc.iter_mut().zip(&gram[c * CODES + lane0..][..LANES]) {
+                *o += wc * gv;
+            }
         }
+        out.copy_from_slice(&acc);
+    }
+    let mut q = 0.0f64;
+    for &(c, wc) in nz {
+        q += wc * gw[c];
     }
     if q <= TINY_NORM_SQ || g == 0.0 {
         d_w.fill(0.0);
@@ -219,6 +234,10 @@ impl DeviceOp for CosineOp {
         let outs = Mutex::new((&mut rho[..items], &mut coef[..2 * items]));
         pool.for_rows(items, &mut d_w[..items * CODES], CODES, &|_, rows, d| {
             let (mut lr, mut lc) = ([0.0f32; CHUNK], [0.0f32; 2 * CHUNK]);
+            let mut gram64 = [0.0f64; CODES * CODES];
+            for (o, &g) in gram64.iter_mut().zip(&gram[..CODES * CODES]) {
+                *o = f64::from(g);
+            }
             for start in rows.clone().step_by(CHUNK) {
                 let end = (start + CHUNK).min(rows.end);
                 for p in start..end {
@@ -226,7 +245,7 @@ impl DeviceOp for CosineOp {
                     let px = cosine_pixel(
                         &w[p * CODES..][..CODES],
                         &bg[r * CODES..][..CODES],
-                        &gram[..CODES * CODES],
+                        &gram64,
                         gnorm[r],
                         grad_scale,
                         &mut d[k * CODES..][..CODES],

@@ -40,16 +40,95 @@ pub fn select_row(logits: &[f32]) -> ([u32; TOP_K], [f32; TOP_K]) {
         sv[pos] = l;
         n = (n + 1).min(TOP_K);
     }
+    (si, softmax_top(&sv))
+}
+
+/// The softmax of a selection's logits (`sv`, descending), in f64 with each
+/// exponential taken once.
+fn softmax_top(sv: &[f32; TOP_K]) -> [f32; TOP_K] {
     let m = f64::from(sv[0]);
+    let mut e = [0.0f64; TOP_K];
     let mut sum = 0.0f64;
-    for &l in &sv {
-        sum += (f64::from(l) - m).exp();
+    for (e, &l) in e.iter_mut().zip(sv) {
+        *e = (f64::from(l) - m).exp();
+        sum += *e;
     }
     let mut val = [0.0f32; TOP_K];
-    for (v, &l) in val.iter_mut().zip(&sv) {
-        *v = ((f64::from(l) - m).exp() / sum) as f32;
+    for (v, &e) in val.iter_mut().zip(&e) {
+        *v = (e / sum) as f32;
     }
-    (si, val)
+    val
+}
+
+// The hinted selection keeps its codes in a u64 mask.
+const _: () = assert!(CODES <= 64);
+
+/// Whether logit `a` of code `ca` comes before logit `b` of code `cb` in the order
+/// [`select_row`] selects by: descending, NaN last, ties in code order.
+fn before(a: f32, ca: u32, b: f32, cb: u32) -> bool {
+    above(a, b) || (!above(b, a) && ca < cb)
+}
+
+/// [`select_row`] of `logits` when their selection is likely `hint` (the codes chosen
+/// before the logits last moved): the same result for every input, since both take
+/// the first [`TOP_K`] codes of one total order. The hinted codes (distinct, below
+/// [`CODES`], else the full selection runs) are ordered and start the selection; one
+/// branch-free pass over the row finds the codes at or above the least of them (when
+/// none is NaN), and only those, in code order, are tried for insertion; usually
+/// there are none or one.
+pub fn select_row_hinted(logits: &[f32], hint: &[u32]) -> ([u32; TOP_K], [f32; TOP_K]) {
+    const LAST: usize = TOP_K - 1;
+    let row = &logits[..CODES];
+    let mut si = [0u32; TOP_K];
+    let mut sv = [0.0f32; TOP_K];
+    let mut members = 0u64;
+    for (j, &c) in hint[..TOP_K].iter().enumerate() {
+        if c as usize >= CODES || members >> c & 1 != 0 {
+            return select_row(row);
+        }
+        members |= 1 << c;
+        si[j] = c;
+        sv[j] = row[c as usize];
+    }
+    for i in 1..TOP_K {
+        let mut j = i;
+        while j > 0 && before(sv[j], si[j], sv[j - 1], si[j - 1]) {
+            si.swap(j, j - 1);
+            sv.swap(j, j - 1);
+            j -= 1;
+        }
+    }
+    // The codes that may enter: at or above the least hinted logit (all when it is
+    // NaN), found without branches; often there are none (a count tells).
+    let least = sv[LAST];
+    let mut enter = if least.is_nan() {
+        !members
+    } else {
+        let count: u32 = row.iter().map(|&l| u32::from(l >= least)).sum();
+        if count == TOP_K as u32 {
+            return (si, softmax_top(&sv));
+        }
+        let at_least = (0..CODES).fold(0u64, |m, c| m | u64::from(row[c] >= least) << c);
+        at_least & !members
+    };
+    while enter != 0 {
+        let c = enter.trailing_zeros();
+        enter &= enter - 1;
+        let l = row[c as usize];
+        if !before(l, c, sv[LAST], si[LAST]) {
+            continue;
+        }
+        // The code it displaces need not be considered again: TOP_K codes precede it.
+        let mut pos = LAST;
+        while pos > 0 && before(l, c, sv[pos - 1], si[pos - 1]) {
+            si[pos] = si[pos - 1];
+            sv[pos] = sv[pos - 1];
+            pos -= 1;
+        }
+        si[pos] = c;
+        sv[pos] = l;
+    }
+    (si, softmax_top(&sv))
 }
 
 /// One Gaussian of [`TopKOp`]: `logits` (`[CODES]`) → `idx`, `val` (`[TOP_K]`, as
@@ -199,5 +278,59 @@ impl DeviceOp for TopKBackwardOp {
             },
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lsplat_core::Rng;
+
+    use super::*;
+
+    /// A row of logits: distinct, tied (few levels), or with NaNs and infinities.
+    fn row(rng: &mut Rng, kind: u64) -> Vec<f32> {
+        (0..CODES)
+            .map(|_| match kind {
+                0 => rng.f32() * 4.0 - 2.0,
+                1 => (rng.below(5) as f32) * 0.5 - 1.0,
+                _ => match rng.below(10) {
+                    0 => f32::NAN,
+                    1 => f32::INFINITY,
+                    2 => f32::NEG_INFINITY,
+                    3 => -0.0,
+                    _ => rng.f32() - 0.5,
+                },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn hinted_selection_equals_the_full_selection() {
+        let mut rng = Rng::new(11);
+        for case in 0..3000u64 {
+            let mut l = row(&mut rng, case % 3);
+            let (truth, _) = select_row(&l);
+            // The hint: the selection itself (shuffled), after a small move of the
+            // logits (the training case), or arbitrary, repeated or invalid codes.
+            let mut hint = truth;
+            match (case / 3) % 5 {
+                0 => hint.reverse(),
+                4 => hint[rng.below(TOP_K as u64) as usize] = rng.below(CODES as u64) as u32,
+                1 => {
+                    for x in &mut l {
+                        *x += (rng.f32() - 0.5) * 0.05;
+                    }
+                }
+                2 => hint = [0, 1, 2, 3].map(|_| rng.below(CODES as u64) as u32),
+                _ => {
+                    hint[rng.below(TOP_K as u64) as usize] =
+                        [hint[0], 64, u32::MAX][case as usize % 3]
+                }
+            }
+            let (ei, ev) = select_row(&l);
+            let (gi, gv) = select_row_hinted(&l, &hint);
+            assert_eq!(gi, ei, "case {case}: {l:?} hint {hint:?}");
+            assert_eq!(gv.map(f32::to_bits), ev.map(f32::to_bits), "case {case}");
+        }
     }
 }
