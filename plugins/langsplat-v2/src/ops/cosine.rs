@@ -102,8 +102,8 @@ pub struct PixelCosine {
     pub c2: f32,
 }
 
-/// Output codes of Gw one pass over a pixel's non-zero weights accumulates at once
-/// (held in registers).
+/// Entries of Gw summed together, in registers, per pass over a pixel's non-zero
+/// weights.
 const LANES: usize = 16;
 const _: () = assert!(CODES.is_multiple_of(LANES));
 
