@@ -47,10 +47,12 @@ fn run_rank(args: BenchArgs, comm: Arc<dyn Comm>) -> Result<()> {
             cfg.train.solver.name()
         );
     }
+    crate::plugins::check(&cfg, false)?;
     if comm.world() > 1 {
         crate::ranks::agree_on_config(&*comm, &cfg)?;
     }
     let data = scene::load(&cfg)?.data;
+    crate::plugins::check_dataset(&cfg, &data)?;
     if comm.world() > 1 {
         crate::ranks::agree_on_inputs(&*comm, &data)?;
     }
@@ -135,7 +137,18 @@ impl BackendVisitor for BenchJob {
         // The memory's read bandwidth, measured before anything else runs.
         let read_bw = dev.read_bandwidth();
         let collective = Collective::new(comm.clone());
-        let mut session = Session::with_collective(dev, &cfg, data, Vec::new(), collective)?;
+        // A plugin's model brings its own parameters and optimiser: the floor below
+        // models the built-in one only.
+        let model = crate::plugins::model::<B>(&cfg);
+        let builtin = model.is_none();
+        let mut session = match model {
+            Some(model) if ranks == 1 => Session::with_model(dev, &cfg, data, collective, model)?,
+            Some(_) => anyhow::bail!("a plugin model trains on one rank"),
+            None => Session::with_collective(dev, &cfg, data, Vec::new(), collective)?,
+        };
+        if let Some(loss) = crate::plugins::loss::<B>(&cfg) {
+            session.use_loss(loss)?;
+        }
         session
             .engine
             .add_plugin(PhaseTimingPlugin::<B>(PhantomData));
@@ -183,12 +196,16 @@ impl BackendVisitor for BenchJob {
             .into_iter()
             .find(|(p, _)| *p == TrainSystems::AllReduce)
             .map_or(0.0, |(_, ms)| ms);
-        let floor = floor_bytes::<B>(
-            &mut session,
-            cfg.train.batch_size as usize,
-            gaussians,
-            channels,
-        );
+        let floor = builtin
+            .then(|| {
+                floor_bytes::<B>(
+                    &mut session,
+                    cfg.train.batch_size as usize,
+                    gaussians,
+                    channels,
+                )
+            })
+            .flatten();
         let ms_per_step = 1e3 * secs / args.iters.max(1) as f64;
         let floor_ms = match (floor, read_bw) {
             (Some(bytes), Some(bw)) => Some(bytes as f64 / bw * 1e3),
@@ -207,6 +224,7 @@ impl BackendVisitor for BenchJob {
             .collect();
         let line = serde_json::json!({
             "backend": backend,
+            "model": cfg.train.model,
             "cache": cfg.render.cache,
             "weights": cfg.render.weights,
             "tile_size": cfg.render.tile_size,

@@ -445,3 +445,42 @@ fn info_lists_plugins() {
     assert!(models < v2 && v2 < losses, "{said}");
     assert!(said[losses..].contains("robust_cosine"), "{said}");
 }
+
+#[test]
+fn bench_times_a_plugin_model() {
+    let sy = synth_v2();
+    let said = ok(&[
+        "bench",
+        "--scene",
+        s(&sy.scene),
+        "--set",
+        "train.model=langsplat_v2",
+        "--set",
+        "device.backend=cpu",
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        "--json",
+    ]);
+    let j: serde_json::Value = serde_json::from_str(said.trim()).unwrap();
+    assert_eq!(j["model"], "langsplat_v2", "{j}");
+    assert!(j["ms_per_step"].as_f64().unwrap() > 0.0, "{j}");
+    for phase in ["rasterize", "loss", "backward", "step"] {
+        assert!(j["ms"][phase].as_f64().unwrap() > 0.0, "{phase}: {j}");
+    }
+    // The floor models the built-in model's optimiser, so a plugin model has none.
+    assert!(j["floor_ms"].is_null(), "{j}");
+    // The model's dataset checks run before any step, as in `train`.
+    let o = run(&[
+        "bench",
+        "--scene",
+        s(&sy.scene),
+        "--set",
+        "train.model=no_such_model",
+        "--iters",
+        "1",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("no_such_model"), "{e}");
+}

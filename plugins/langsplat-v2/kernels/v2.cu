@@ -69,14 +69,44 @@ extern "C" __global__ void lv2_topk(u32 items, const float* logits, u32* idx, fl
   }
 }
 
-// One thread per Gaussian: the logit gradient of its selection from d_val (zero off
-// the selection; indices >= LV2_CODES are skipped), Adam on its LV2_CODES logits
-// (the engine's ls_adam with grad_scale 1), then the selection of the updated logits.
+// Adam on one row of LV2_CODES logits with gradient g: the engine's ls_adam with
+// grad_scale 1, operation for operation (adam_row in ops/adam.rs).
+__device__ __forceinline__ void lv2_adam_row(float* p, float* mr, float* vr, const float* g,
+                                             float step_size, float inv_sqrt_bc2, float b1,
+                                             float b2, float eps) {
+  for (u32 c = 0; c < LV2_CODES; ++c) {
+    const float gi = g[c];
+    const float mi = b1 * mr[c] + (1.0f - b1) * gi;
+    const float vi = b2 * vr[c] + (1.0f - b2) * gi * gi;
+    mr[c] = mi;
+    vr[c] = vi;
+    p[c] -= step_size * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
+  }
+}
+
+// x^n by binary powering from the low bit (pow_int in ops/adam.rs).
+__device__ __forceinline__ double lv2_pow_int(double x, u32 n) {
+  double r = 1.0;
+  for (;;) {
+    if (n & 1u) r *= x;
+    n >>= 1;
+    if (n == 0u) return r;
+    x *= x;
+  }
+}
+
+// One thread per Gaussian with vis != 0 (the others have no gradient and are
+// caught up by lv2_catch_up before they are seen): the logit gradient of its
+// selection from d_val (zero off the selection; indices >= LV2_CODES are skipped),
+// Adam step `step` on its LV2_CODES logits, the selection of the updated logits,
+// and last = step.
 extern "C" __global__ void lv2_adam_select(u32 items, float* logits, float* m, float* v,
                                            u32* idx, float* val, const float* d_val,
+                                           const float* vis, u32* last, u32 step,
                                            float step_size, float inv_sqrt_bc2, float b1,
                                            float b2, float eps) {
   for (u64 i = ls_global_id(); i < items; i += ls_global_stride()) {
+    if (vis[i] == 0.0f) continue;
     u32* ri = idx + i * LV2_K;
     float* rv = val + i * LV2_K;
     const float* rd = d_val + i * LV2_K;
@@ -89,17 +119,35 @@ extern "C" __global__ void lv2_adam_select(u32 items, float* logits, float* m, f
       g[ri[j]] += (float)((double)rv[j] * ((double)rd[j] - dot));
     }
     float* p = logits + i * LV2_CODES;
-    float* mr = m + i * LV2_CODES;
-    float* vr = v + i * LV2_CODES;
-    for (u32 c = 0; c < LV2_CODES; ++c) {
-      const float gi = g[c];
-      const float mi = b1 * mr[c] + (1.0f - b1) * gi;
-      const float vi = b2 * vr[c] + (1.0f - b2) * gi * gi;
-      mr[c] = mi;
-      vr[c] = vi;
-      p[c] -= step_size * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
-    }
+    lv2_adam_row(p, m + i * LV2_CODES, v + i * LV2_CODES, g, step_size, inv_sqrt_bc2, b1, b2,
+                 eps);
     lv2_select(p, ri, rv);
+    last[i] = step;
+  }
+}
+
+// One thread per Gaussian with vis != 0 and last < target: Adam steps last+1..target
+// with a zero gradient, each with its own constants (StepConstants::at), then the
+// selection of the updated logits, and last = target. Equal, bit for bit, to the
+// dense steps that skipped it.
+extern "C" __global__ void lv2_catch_up(u32 items, float* logits, float* m, float* v, u32* idx,
+                                        float* val, const float* vis, u32* last, u32 target,
+                                        float lr, float b1, float b2, float eps) {
+  for (u64 i = ls_global_id(); i < items; i += ls_global_stride()) {
+    if (vis[i] == 0.0f || last[i] >= target) continue;
+    float zero[LV2_CODES];
+    for (u32 c = 0; c < LV2_CODES; ++c) zero[c] = 0.0f;
+    float* p = logits + i * LV2_CODES;
+    for (u32 t = last[i] + 1u; t <= target; ++t) {
+      const double bc1 = 1.0 - lv2_pow_int((double)b1, t);
+      const double bc2 = 1.0 - lv2_pow_int((double)b2, t);
+      const float step_size = (float)((double)lr / bc1);
+      const float inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
+      lv2_adam_row(p, m + i * LV2_CODES, v + i * LV2_CODES, zero, step_size, inv_sqrt_bc2, b1,
+                   b2, eps);
+    }
+    lv2_select(p, idx + i * LV2_K, val + i * LV2_K);
+    last[i] = target;
   }
 }
 

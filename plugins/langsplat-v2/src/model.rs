@@ -59,6 +59,20 @@ pub struct V2State<B: Backend> {
     pub val: B::Buf<f32>,
     /// The loss gradient of `val`.
     pub(crate) d_val: B::Buf<f32>,
+    /// Per Gaussian, non-zero when a batch camera of this step sees it (its summed
+    /// operator weight), or 1 for every Gaussian when a camera has no operator.
+    pub(crate) vis: B::Buf<f32>,
+    /// Per Gaussian, the last Adam step its logits, moments and selection hold (lazy
+    /// Adam: [`crate::ops::CatchUpOp`] replays the rest).
+    pub(crate) last: B::Buf<u32>,
+    /// Zeros `[N]` and ones `[max valid]`: the probe `vis += Wᵀ·1` as a 1-channel
+    /// sparse product.
+    pub(crate) probe_idx: B::Buf<u32>,
+    pub(crate) ones: B::Buf<f32>,
+    /// Adam steps taken.
+    pub(crate) steps: u32,
+    /// Adam's hyper-parameters over the logits.
+    pub(crate) hyper: ops::Hyper,
     /// Whether `idx`/`val` hold the selection of the current logits (the step's
     /// Adam pass selects for the next step) and `dense` may be stale.
     pub(crate) selected: bool,
@@ -76,7 +90,42 @@ pub struct V2State<B: Backend> {
 }
 
 impl<B: Backend> V2State<B> {
-    /// Top-4 softmax of the current logits into `idx`, `val` and the dense weights.
+    /// Brings the Gaussians with `vis != 0` up to the last step taken (their missed
+    /// zero-gradient Adam steps and their selection).
+    pub(crate) fn catch_up(&mut self, dev: &B) -> Result<(), DeviceError> {
+        let n = self.gaussians;
+        let [a, b, c, d] =
+            ops::CatchUpOp::scalars(&self.hyper).map(|x| OpArg::Scalar(Scalar::F32(x)));
+        dev.run_op(
+            &ops::CatchUpOp { gaussians: n },
+            n,
+            &mut [
+                OpArg::F32Mut(&mut self.logits),
+                OpArg::F32Mut(&mut self.m_logits),
+                OpArg::F32Mut(&mut self.v_logits),
+                OpArg::U32Mut(&mut self.idx),
+                OpArg::F32Mut(&mut self.val),
+                OpArg::F32(&self.vis),
+                OpArg::U32Mut(&mut self.last),
+                OpArg::Scalar(Scalar::U32(self.steps)),
+                a,
+                b,
+                c,
+                d,
+            ],
+        )
+    }
+
+    /// Every Gaussian brought up to the last step and selected: the trained model, as
+    /// the dense Adam would hold it (outputs and evaluation read this).
+    pub fn finish(&mut self, dev: &B) -> Result<(), DeviceError> {
+        dev.fill(&mut self.vis, 1.0)?;
+        self.catch_up(dev)?;
+        self.select(dev)
+    }
+
+    /// Top-4 softmax of the current logits into `idx`, `val` and the dense weights
+    /// (every Gaussian must be caught up: [`Self::finish`]).
     pub fn select(&mut self, dev: &B) -> Result<(), DeviceError> {
         let n = self.gaussians;
         self.selected = true;
@@ -217,6 +266,17 @@ impl<B: Backend> Model<B> for LangSplatV2 {
                 idx: dev.alloc(n * TOP_K)?,
                 val: dev.alloc(n * TOP_K)?,
                 d_val: dev.alloc(n * TOP_K)?,
+                vis: dev.alloc(n)?,
+                last: dev.alloc(n)?,
+                probe_idx: dev.alloc(n)?,
+                ones: dev.upload(&vec![1.0f32; v.max(1)])?,
+                steps: 0,
+                hyper: ops::Hyper {
+                    lr: t.lr,
+                    beta1: t.beta1,
+                    beta2: t.beta2,
+                    eps: t.eps,
+                },
                 selected: false,
                 dense: dev.alloc(n * CODES)?,
                 d_dense: dev.alloc(n * CODES)?,
@@ -235,6 +295,9 @@ impl<B: Backend> Model<B> for LangSplatV2 {
         engine.add_systems(
             TrainSystems::Rasterize,
             (
+                systems::mark_all::<B>.run_if(systems::dense_needed::<B>),
+                systems::probe_visible::<B>.run_if(not(systems::dense_needed::<B>)),
+                systems::catch_up::<B>,
                 systems::select_codes::<B>.run_if(systems::dense_needed::<B>),
                 systems::render_weights::<B>,
             )

@@ -5,7 +5,8 @@
 //! |---|---|---|
 //! | [`TopKOp`] | N | logits, idx (w), val (w), dense (w) |
 //! | [`TopKBackwardOp`] | N | idx, val, d_dense, d_logits (w) |
-//! | [`AdamSelectOp`] | N | logits (rw), m (rw), v (rw), idx (rw), val (rw), d_val, Adam's `step_size`, `inv_sqrt_bc2`, `beta1`, `beta2`, `eps` |
+//! | [`AdamSelectOp`] | N | logits (rw), m (rw), v (rw), idx (rw), val (rw), d_val, vis, last (w), Adam's `step`, `step_size`, `inv_sqrt_bc2`, `beta1`, `beta2`, `eps` |
+//! | [`CatchUpOp`] | N | logits (rw), m (rw), v (rw), idx (rw), val (rw), vis, last (rw), `target`, `lr`, `beta1`, `beta2`, `eps` |
 //! | [`GatherAddOp`] | N | idx, d_dense, d_val (+=) |
 //! | [`PrepOp`] | rows·C + C² + rows | codebook, table, bg (w), gram (w), gnorm (w), `dim` |
 //! | [`CosineOp`] | V | w, mask, bg, gram, gnorm, d_w (w), rho (w), coef (w), `grad_scale` |
@@ -21,11 +22,13 @@
 mod acc;
 mod adam;
 mod cosine;
+mod lazy;
 mod topk;
 
 pub use acc::{AccOp, CodebookGradOp};
-pub use adam::{AdamSelectOp, GatherAddOp, StepConstants, adam_select_row};
+pub use adam::{AdamSelectOp, GatherAddOp, StepConstants, adam_select_row, pow_int};
 pub use cosine::{CosineOp, PixelCosine, PrepOp, cosine_pixel};
+pub use lazy::{CatchUpOp, Hyper, catch_up_row};
 pub use topk::{
     TopKBackwardOp, TopKOp, select_row, select_row_hinted, topk_backward_row, topk_row,
 };
@@ -44,6 +47,7 @@ pub fn all() -> Vec<Box<dyn lsplat_device::DeviceOp>> {
         Box::new(TopKBackwardOp { gaussians: 0 }),
         Box::new(AdamSelectOp { gaussians: 0 }),
         Box::new(GatherAddOp { gaussians: 0 }),
+        Box::new(CatchUpOp { gaussians: 0 }),
         Box::new(PrepOp { rows: 0, dim: 0 }),
         Box::new(CosineOp { rows: 0, pixels: 0 }),
         Box::new(AccOp { rows: 0, pixels: 0 }),
@@ -196,5 +200,7 @@ mod tests;
 mod tests_adam;
 #[cfg(test)]
 mod tests_checks;
+#[cfg(test)]
+mod tests_lazy;
 #[cfg(test)]
 mod tests_run;

@@ -28,12 +28,13 @@ pub(crate) fn write<B: Backend>(world: &mut World, dir: &Path) -> Result<Vec<Str
     })
 }
 
-/// The final selection: top-4 of the current logits, downloaded.
+/// The final selection: top-4 of the trained logits (every Gaussian caught up),
+/// downloaded.
 pub fn final_codes<B: Backend>(
     dev: &B,
     st: &mut V2State<B>,
 ) -> Result<(Vec<u32>, Vec<f32>), EngineError> {
-    st.select(dev)?;
+    st.finish(dev)?;
     Ok((dev.download(&st.idx)?, dev.download(&st.val)?))
 }
 

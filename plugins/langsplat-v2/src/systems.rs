@@ -19,7 +19,7 @@ pub fn evaluate<B: Backend>(world: &mut World) -> Result<(f64, usize, usize), En
             let mut q = world.query::<(&Cache<B>, &GroundTruth<B>)>();
             let dev = &world.resource::<Dev<B>>().0;
             let st = &mut *state;
-            st.select(dev)?;
+            st.finish(dev)?;
             let frame = &mut frames.0[0];
             let (mut sum, mut pixels, mut cameras) = (0.0f64, 0usize, 0usize);
             for (c, gt) in q.iter(world) {
@@ -64,6 +64,54 @@ pub(crate) fn dense_needed<B: Backend>(
         || batch
             .iter()
             .any(|c| c.cache.level() != lsplat_render::CacheLevel::Operator)
+}
+
+/// Every Gaussian takes part in this step (a batch camera composites the dense
+/// weights, or nothing is selected yet).
+pub(crate) fn mark_all<B: Backend>(
+    dev: Res<Dev<B>>,
+    mut state: ResMut<V2State<B>>,
+    mut fault: ResMut<Fault>,
+) {
+    fault.check(dev.0.fill(&mut state.vis, 1.0));
+}
+
+/// The Gaussians the batch cameras see: `vis = Σ_cameras Wᵀ·1`, the summed operator
+/// weight of each Gaussian (zero for one no camera sees).
+pub(crate) fn probe_visible<B: Backend>(
+    dev: Res<Dev<B>>,
+    mut state: ResMut<V2State<B>>,
+    batch: Query<&Cache<B>, With<InBatch>>,
+    mut fault: ResMut<Fault>,
+) {
+    let (dev, st) = (&dev.0, &mut *state);
+    fault.check(dev.fill(&mut st.vis, 0.0));
+    for c in &batch {
+        let r = lsplat_render::cache::backward_sparse(
+            dev,
+            &c.cache,
+            &st.probe_idx,
+            &st.ones,
+            1,
+            1,
+            &mut st.vis,
+        );
+        // `dense_needed` routes a camera without an operator to `mark_all`.
+        if let Ok(false) = r {
+            fault.check(dev.fill(&mut st.vis, 1.0));
+        }
+        fault.check(r);
+    }
+}
+
+/// Lazy Adam: the Gaussians this step's cameras see get the zero-gradient steps they
+/// missed (and their selection) before they are composited.
+pub(crate) fn catch_up<B: Backend>(
+    dev: Res<Dev<B>>,
+    mut state: ResMut<V2State<B>>,
+    mut fault: ResMut<Fault>,
+) {
+    fault.check(state.catch_up(&dev.0));
 }
 
 /// Top-4 softmax of every Gaussian's logits into `idx`, `val` and the dense weights.
@@ -233,8 +281,9 @@ pub(crate) fn backward<B: Backend>(
     }
 }
 
-/// Adam over the logits fused with the top-4 backward and the next step's selection,
-/// then Adam over the codebook.
+/// Adam over the logits of the Gaussians this step's cameras see, fused with the
+/// top-4 backward and their next selection (the others are caught up when next
+/// seen), then Adam over the codebook.
 pub(crate) fn adam<B: Backend>(
     dev: Res<Dev<B>>,
     settings: Res<TrainSettings>,
@@ -255,6 +304,7 @@ pub(crate) fn adam<B: Backend>(
     let n = st.gaussians;
     let k = ops::StepConstants::new(&hp);
     let [a, b, c, d, e] = ops::AdamSelectOp::scalars(&k).map(|x| OpArg::Scalar(Scalar::F32(x)));
+    st.steps = hp.step;
     fault.check(dev.0.run_op(
         &ops::AdamSelectOp { gaussians: n },
         n,
@@ -265,6 +315,9 @@ pub(crate) fn adam<B: Backend>(
             OpArg::U32Mut(&mut st.idx),
             OpArg::F32Mut(&mut st.val),
             OpArg::F32(&st.d_val),
+            OpArg::F32(&st.vis),
+            OpArg::U32Mut(&mut st.last),
+            OpArg::Scalar(Scalar::U32(hp.step)),
             a,
             b,
             c,

@@ -32,16 +32,60 @@ pub struct StepConstants {
 impl StepConstants {
     /// The constants of step `hp.step` (PyTorch's bias corrections, in f64).
     pub fn new(hp: &AdamParams) -> Self {
-        let t = hp.step.max(1) as i32;
-        let bc1 = 1.0 - f64::from(hp.beta1).powi(t);
-        let bc2 = 1.0 - f64::from(hp.beta2).powi(t);
+        Self::at(hp.lr, hp.beta1, hp.beta2, hp.eps, hp.step.max(1))
+    }
+
+    /// The constants of step `t` ≥ 1 at learning rate `lr`, as [`Self::new`] and the
+    /// kernels (`lv2_step_constants`) derive them: βᵗ by [`pow_int`], then
+    /// `lr / (1 − β₁ᵗ)` and `1 / √(1 − β₂ᵗ)` in f64, rounded to f32.
+    pub fn at(lr: f32, beta1: f32, beta2: f32, eps: f32, t: u32) -> Self {
+        let bc1 = 1.0 - pow_int(f64::from(beta1), t);
+        let bc2 = 1.0 - pow_int(f64::from(beta2), t);
         StepConstants {
-            step_size: (f64::from(hp.lr) / bc1) as f32,
+            step_size: (f64::from(lr) / bc1) as f32,
             inv_sqrt_bc2: (1.0 / bc2.sqrt()) as f32,
-            beta1: hp.beta1,
-            beta2: hp.beta2,
-            eps: hp.eps,
+            beta1,
+            beta2,
+            eps,
         }
+    }
+}
+
+/// `xⁿ` by binary powering from the low bit, the order of `f64::powi`'s runtime
+/// routine (so the engine's Adam, which uses `powi`, gets the same bits), written
+/// out so that a kernel can repeat it exactly.
+pub fn pow_int(mut x: f64, mut n: u32) -> f64 {
+    let mut r = 1.0;
+    loop {
+        if n & 1 == 1 {
+            r *= x;
+        }
+        n >>= 1;
+        if n == 0 {
+            return r;
+        }
+        x *= x;
+    }
+}
+
+/// Adam on one row of [`CODES`] logits with gradient `g`: the engine's `ls_adam`
+/// with grad_scale 1, operation for operation (`lv2_adam_row`).
+#[inline(always)]
+pub(super) fn adam_row(
+    p: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    g: &[f32; CODES],
+    k: &StepConstants,
+) {
+    let (p, m, v) = (&mut p[..CODES], &mut m[..CODES], &mut v[..CODES]);
+    for c in 0..CODES {
+        let gi = g[c];
+        let mi = k.beta1 * m[c] + (1.0 - k.beta1) * gi;
+        let vi = k.beta2 * v[c] + (1.0 - k.beta2) * gi * gi;
+        m[c] = mi;
+        v[c] = vi;
+        p[c] -= k.step_size * mi / (vi.sqrt() * k.inv_sqrt_bc2 + k.eps);
     }
 }
 
@@ -67,29 +111,21 @@ pub fn adam_select_row(
     for ((&c, &w), &d) in idx[..TOP_K].iter().zip(&val[..TOP_K]).zip(&d_val[..TOP_K]) {
         g[c as usize] += (f64::from(w) * (f64::from(d) - dot)) as f32;
     }
-    let (p, m, v) = (&mut logits[..CODES], &mut m[..CODES], &mut v[..CODES]);
-    for c in 0..CODES {
-        let gi = g[c];
-        let mi = k.beta1 * m[c] + (1.0 - k.beta1) * gi;
-        let vi = k.beta2 * v[c] + (1.0 - k.beta2) * gi * gi;
-        m[c] = mi;
-        v[c] = vi;
-        p[c] -= k.step_size * mi / (vi.sqrt() * k.inv_sqrt_bc2 + k.eps);
-    }
-    let (si, sv) = select_row_hinted(p, idx);
+    adam_row(logits, m, v, &g, k);
+    let (si, sv) = select_row_hinted(&logits[..CODES], idx);
     idx[..TOP_K].copy_from_slice(&si);
     val[..TOP_K].copy_from_slice(&sv);
 }
 
 /// Rows a worker locks at once in the buffers [`HostPool::for_rows`] does not split.
-const CHUNK_ROWS: usize = 256;
+pub(super) const CHUNK_ROWS: usize = 256;
 
 /// A buffer of rows split into chunks of [`CHUNK_ROWS`] rows, each behind its own lock:
 /// workers own disjoint row ranges, so a lock is contended at most at a range's ends.
-struct Chunked<'a, T>(Vec<Mutex<&'a mut [T]>>);
+pub(super) struct Chunked<'a, T>(Vec<Mutex<&'a mut [T]>>);
 
 impl<'a, T> Chunked<'a, T> {
-    fn new(buf: &'a mut [T], row_len: usize) -> Self {
+    pub(super) fn new(buf: &'a mut [T], row_len: usize) -> Self {
         Chunked(
             buf.chunks_mut(CHUNK_ROWS * row_len)
                 .map(Mutex::new)
@@ -97,13 +133,13 @@ impl<'a, T> Chunked<'a, T> {
         )
     }
 
-    fn lock(&self, chunk: usize) -> std::sync::MutexGuard<'_, &'a mut [T]> {
+    pub(super) fn lock(&self, chunk: usize) -> std::sync::MutexGuard<'_, &'a mut [T]> {
         self.0[chunk].lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 /// The chunks a row range meets, each with its rows.
-fn chunks_of(rows: Range<usize>) -> impl Iterator<Item = (usize, Range<usize>)> {
+pub(super) fn chunks_of(rows: Range<usize>) -> impl Iterator<Item = (usize, Range<usize>)> {
     let first = rows.start / CHUNK_ROWS;
     let last = rows.end.div_ceil(CHUNK_ROWS);
     (first..last).map(move |c| {
@@ -113,11 +149,14 @@ fn chunks_of(rows: Range<usize>) -> impl Iterator<Item = (usize, Range<usize>)> 
     })
 }
 
-/// Top-k backward + Adam + top-k selection per Gaussian. Arguments: `[0]` logits
-/// `[N·C]` (updated), `[1]` m, `[2]` v `[N·C]` (updated), `[3]` idx `[N·K]` (u32,
-/// read then written), `[4]` val `[N·K]` (read then written), `[5]` d_val `[N·K]`,
-/// then f32 scalars `[6]` step_size, `[7]` inv_sqrt_bc2, `[8]` β₁, `[9]` β₂, `[10]` ε
-/// ([`StepConstants`]); items = N.
+/// Top-k backward + Adam + top-k selection per visible Gaussian. Arguments: `[0]`
+/// logits `[N·C]` (updated), `[1]` m, `[2]` v `[N·C]` (updated), `[3]` idx `[N·K]`
+/// (u32, read then written), `[4]` val `[N·K]` (read then written), `[5]` d_val
+/// `[N·K]`, `[6]` vis `[N]` (a Gaussian with `vis == 0` is skipped: it has no
+/// gradient, and [`super::CatchUpOp`] replays its zero-gradient steps before it is
+/// next seen), `[7]` last `[N]` (u32: set to `step` where the row is updated), then
+/// `[8]` step (u32, Adam's t), and f32 scalars `[9]` step_size, `[10]` inv_sqrt_bc2,
+/// `[11]` β₁, `[12]` β₂, `[13]` ε ([`StepConstants`] of step t); items = N.
 #[derive(Debug)]
 pub struct AdamSelectOp {
     /// Gaussians N.
@@ -125,7 +164,7 @@ pub struct AdamSelectOp {
 }
 
 impl AdamSelectOp {
-    /// The scalar arguments of step `k`.
+    /// The f32 scalar arguments of step `k`.
     pub fn scalars(k: &StepConstants) -> [f32; 5] {
         [k.step_size, k.inv_sqrt_bc2, k.beta1, k.beta2, k.eps]
     }
@@ -143,7 +182,7 @@ impl DeviceOp for AdamSelectOp {
     }
     fn check(&self, items: usize, lens: &[usize]) -> Result<()> {
         let n = self.name();
-        arity(n, lens, 11)?;
+        arity(n, lens, 14)?;
         items_are(n, items, self.gaussians, "gaussians")?;
         for (i, what) in ["logits", "m", "v"].into_iter().enumerate() {
             need(n, what, lens[i], items, CODES)?;
@@ -151,7 +190,8 @@ impl DeviceOp for AdamSelectOp {
         for (i, what) in ["idx", "val", "d_val"].into_iter().enumerate() {
             need(n, what, lens[3 + i], items, TOP_K)?;
         }
-        Ok(())
+        need(n, "vis", lens[6], items, 1)?;
+        need(n, "last", lens[7], items, 1)
     }
     fn run_cpu(&self, items: usize, a: &mut HostArgs<'_>, pool: &dyn HostPool) -> Result<()> {
         let n = self.name();
@@ -159,12 +199,14 @@ impl DeviceOp for AdamSelectOp {
         let (m, v) = (a.f32_mut(1)?, a.f32_mut(2)?);
         let idx = a.u32_mut(3)?;
         let (val, d_val) = (a.f32_mut(4)?, a.f32(5)?);
+        let (vis, last) = (a.f32(6)?, a.u32_mut(7)?);
+        let step = a.scalar_u32(8)?;
         let k = StepConstants {
-            step_size: a.scalar_f32(6)?,
-            inv_sqrt_bc2: a.scalar_f32(7)?,
-            beta1: a.scalar_f32(8)?,
-            beta2: a.scalar_f32(9)?,
-            eps: a.scalar_f32(10)?,
+            step_size: a.scalar_f32(9)?,
+            inv_sqrt_bc2: a.scalar_f32(10)?,
+            beta1: a.scalar_f32(11)?,
+            beta2: a.scalar_f32(12)?,
+            eps: a.scalar_f32(13)?,
         };
         let lens = [
             logits.len(),
@@ -173,17 +215,24 @@ impl DeviceOp for AdamSelectOp {
             idx.len(),
             val.len(),
             d_val.len(),
+            vis.len(),
+            last.len(),
         ];
-        self.check(items, &[&lens[..], &[0; 5]].concat())?;
+        self.check(items, &[&lens[..], &[0; 6]].concat())?;
         all_below(n, "idx", &idx[..items * TOP_K], CODES)?;
         let (m, v) = (Chunked::new(m, CODES), Chunked::new(v, CODES));
         let (idx, val) = (Chunked::new(idx, TOP_K), Chunked::new(val, TOP_K));
+        let last = Chunked::new(last, 1);
         pool.for_rows(items, &mut logits[..items * CODES], CODES, &|_, rows, p| {
             let base = rows.start;
             for (c, span) in chunks_of(rows) {
                 let (mut mc, mut vc) = (m.lock(c), v.lock(c));
                 let (mut ic, mut wc) = (idx.lock(c), val.lock(c));
+                let mut lc = last.lock(c);
                 for g in span {
+                    if vis[g] == 0.0 {
+                        continue;
+                    }
                     let (r, l) = (g - base, g - c * CHUNK_ROWS);
                     adam_select_row(
                         &mut p[r * CODES..][..CODES],
@@ -194,6 +243,7 @@ impl DeviceOp for AdamSelectOp {
                         &d_val[g * TOP_K..][..TOP_K],
                         &k,
                     );
+                    lc[l] = step;
                 }
             }
             0.0

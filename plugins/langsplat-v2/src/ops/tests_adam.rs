@@ -62,15 +62,45 @@ fn fused<B: Backend>(dev: &B, s: &State) -> (Vec<f32>, Vec<f32>, Vec<f32>, Vec<u
     let (mut idx, mut val, _) = topk(dev, &logits);
     let (mut m, mut v) = (dev.upload(&s.m).unwrap(), dev.upload(&s.v).unwrap());
     let d_val = dev.upload(&s.d_val).unwrap();
-    let k = StepConstants::new(&HP);
+    let vis = dev.upload(&vec![1.0f32; N]).unwrap();
+    let mut last = dev.alloc(N).unwrap();
+    adam_select(
+        dev,
+        [&mut logits, &mut m, &mut v],
+        (&mut idx, &mut val),
+        &d_val,
+        &vis,
+        &mut last,
+        &HP,
+    );
+    assert_eq!(dev.download(&last).unwrap(), vec![HP.step; N]);
+    let get = |x: &B::Buf<f32>| dev.download(x).unwrap();
+    let idx = dev.download(&idx).unwrap();
+    (get(&logits), get(&m), get(&v), idx, get(&val))
+}
+
+/// One [`AdamSelectOp`] pass at step `hp.step`.
+pub(super) fn adam_select<B: Backend>(
+    dev: &B,
+    [logits, m, v]: [&mut B::Buf<f32>; 3],
+    (idx, val): (&mut B::Buf<u32>, &mut B::Buf<f32>),
+    d_val: &B::Buf<f32>,
+    vis: &B::Buf<f32>,
+    last: &mut B::Buf<u32>,
+    hp: &AdamParams,
+) {
+    let k = StepConstants::new(hp);
     let [a, b, c, d, e] = AdamSelectOp::scalars(&k).map(|x| OpArg::Scalar(Scalar::F32(x)));
     let args = &mut [
-        OpArg::F32Mut(&mut logits),
-        OpArg::F32Mut(&mut m),
-        OpArg::F32Mut(&mut v),
-        OpArg::U32Mut(&mut idx),
-        OpArg::F32Mut(&mut val),
-        OpArg::F32(&d_val),
+        OpArg::F32Mut(logits),
+        OpArg::F32Mut(m),
+        OpArg::F32Mut(v),
+        OpArg::U32Mut(idx),
+        OpArg::F32Mut(val),
+        OpArg::F32(d_val),
+        OpArg::F32(vis),
+        OpArg::U32Mut(last),
+        OpArg::Scalar(Scalar::U32(hp.step)),
         a,
         b,
         c,
@@ -78,9 +108,6 @@ fn fused<B: Backend>(dev: &B, s: &State) -> (Vec<f32>, Vec<f32>, Vec<f32>, Vec<u
         e,
     ];
     dev.run_op(&AdamSelectOp { gaussians: N }, N, args).unwrap();
-    let get = |x: &B::Buf<f32>| dev.download(x).unwrap();
-    let idx = dev.download(&idx).unwrap();
-    (get(&logits), get(&m), get(&v), idx, get(&val))
 }
 
 #[test]
@@ -185,6 +212,8 @@ fn fused_step_refuses_bad_selections_and_short_buffers() {
     let mut idx = cpu.upload(&vec![CODES as u32; N * TOP_K]).unwrap();
     let mut val = cpu.alloc(N * TOP_K).unwrap();
     let d_val = cpu.alloc(N * TOP_K - 1).unwrap();
+    let vis = cpu.upload(&vec![1.0f32; N]).unwrap();
+    let mut last = cpu.alloc::<u32>(N).unwrap();
     let sc = || OpArg::Scalar(Scalar::F32(0.1));
     let e = cpu
         .run_op(
@@ -197,6 +226,9 @@ fn fused_step_refuses_bad_selections_and_short_buffers() {
                 OpArg::U32Mut(&mut idx),
                 OpArg::F32Mut(&mut val),
                 OpArg::F32(&d_val),
+                OpArg::F32(&vis),
+                OpArg::U32Mut(&mut last),
+                OpArg::Scalar(Scalar::U32(1)),
                 sc(),
                 sc(),
                 sc(),
@@ -219,6 +251,9 @@ fn fused_step_refuses_bad_selections_and_short_buffers() {
                 OpArg::U32Mut(&mut idx),
                 OpArg::F32Mut(&mut val),
                 OpArg::F32(&d_val),
+                OpArg::F32(&vis),
+                OpArg::U32Mut(&mut last),
+                OpArg::Scalar(Scalar::U32(1)),
                 sc(),
                 sc(),
                 sc(),
