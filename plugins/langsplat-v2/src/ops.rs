@@ -28,7 +28,7 @@ mod topk;
 pub use acc::{AccOp, CodebookGradOp};
 pub use adam::{AdamSelectOp, GatherAddOp, StepConstants, adam_select_row, pow_int};
 pub use cosine::{CosineOp, PixelCosine, PrepOp, cosine_pixel};
-pub use lazy::{CatchUpOp, Hyper, catch_up_row};
+pub use lazy::{CatchUpOp, Constants, Hyper, catch_up_row};
 pub use topk::{
     TopKBackwardOp, TopKOp, select_row, select_row_hinted, topk_backward_row, topk_row,
 };

@@ -4,9 +4,53 @@
 use std::sync::Mutex;
 
 use lsplat_device::{DeviceOp, HostArgs, HostPool, OpKernel, Result};
+use multiversion::multiversion;
 
 use super::{BLOCK, PLUGIN, all_below, arity, items_are, kernel, need, scalar_is};
 use crate::CODES;
+
+/// Adds pixels `ps`' terms to the pieces `u` `[rows·C]` and `s` `[C·C]` (upper
+/// triangle), in pixel order. Compiled for the CPU's widest vector unit as well (the
+/// same operations, so the same bits).
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn acc_pixels(
+    w: &[f32],
+    mask: &[u32],
+    coef: &[f32],
+    ps: std::ops::Range<usize>,
+    pu: &mut [f64],
+    pss: &mut [f64],
+) {
+    let mut wd = [0.0f64; CODES];
+    for p in ps {
+        let (c1, c2) = (f64::from(coef[2 * p]), f64::from(coef[2 * p + 1]));
+        if c1 == 0.0 && c2 == 0.0 {
+            continue;
+        }
+        for (d, &v) in wd.iter_mut().zip(&w[p * CODES..][..CODES]) {
+            *d = f64::from(v);
+        }
+        if c1 != 0.0 {
+            let ur = &mut pu[mask[p] as usize * CODES..][..CODES];
+            for (o, &wk) in ur.iter_mut().zip(&wd) {
+                *o += c1 * wk;
+            }
+        }
+        if c2 != 0.0 {
+            // s is symmetric: only m ≥ k is summed here (mirrored below). Rows
+            // k with w_pk = 0 are skipped (as the kernel skips them); the zero
+            // terms added within a row leave the sums' bits unchanged.
+            for (k, (row, &wk)) in pss.chunks_exact_mut(CODES).zip(&wd).enumerate() {
+                if wk != 0.0 {
+                    let t = c2 * wk;
+                    for (o, &wm) in row[k..].iter_mut().zip(&wd[k..]) {
+                        *o += t * wm;
+                    }
+                }
+            }
+        }
+    }
+}
 
 /// The pieces of the codebook gradient ([`crate::CodebookAcc`]) from [`super::CosineOp`]'s
 /// coefficients: `u[r,k] = Σ_{p: mask_p = r} c1_p w_pk`, `s[k,m] = Σ_p c2_p w_pk w_pm`.
@@ -70,35 +114,7 @@ impl DeviceOp for AccOp {
         pool.for_rows(pixels, &mut [], 0, &|b, ps, _| {
             let mut part = vec![0.0f64; items];
             let (pu, pss) = part.split_at_mut(nu);
-            let mut wd = [0.0f64; CODES];
-            for p in ps {
-                let (c1, c2) = (f64::from(coef[2 * p]), f64::from(coef[2 * p + 1]));
-                if c1 == 0.0 && c2 == 0.0 {
-                    continue;
-                }
-                for (d, &v) in wd.iter_mut().zip(&w[p * CODES..][..CODES]) {
-                    *d = f64::from(v);
-                }
-                if c1 != 0.0 {
-                    let ur = &mut pu[mask[p] as usize * CODES..][..CODES];
-                    for (o, &wk) in ur.iter_mut().zip(&wd) {
-                        *o += c1 * wk;
-                    }
-                }
-                if c2 != 0.0 {
-                    // s is symmetric: only m ≥ k is summed here (mirrored below). Rows
-                    // k with w_pk = 0 are skipped (as the kernel skips them); the zero
-                    // terms added within a row leave the sums' bits unchanged.
-                    for (k, (row, &wk)) in pss.chunks_exact_mut(CODES).zip(&wd).enumerate() {
-                        if wk != 0.0 {
-                            let t = c2 * wk;
-                            for (o, &wm) in row[k..].iter_mut().zip(&wd[k..]) {
-                                *o += t * wm;
-                            }
-                        }
-                    }
-                }
-            }
+            acc_pixels(w, mask, coef, ps, pu, pss);
             *parts[b].lock().unwrap_or_else(|e| e.into_inner()) = part;
             0.0
         });

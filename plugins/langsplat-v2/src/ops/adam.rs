@@ -9,6 +9,7 @@ use std::ops::Range;
 use std::sync::Mutex;
 
 use lsplat_device::{AdamParams, DeviceOp, HostArgs, HostPool, OpKernel, Result};
+use multiversion::multiversion;
 
 use super::topk::select_row_hinted;
 use super::{BLOCK, PLUGIN, all_below, arity, items_are, kernel, need};
@@ -94,6 +95,7 @@ pub(super) fn adam_row(
 /// (zero off the selection); Adam updates `logits`, `m`, `v` (`[CODES]`); `idx`/`val`
 /// become the selection of the updated logits. The kernel's operations in order (the
 /// selection starts from the current one, [`select_row_hinted`]: the same result).
+#[inline(always)]
 pub fn adam_select_row(
     logits: &mut [f32],
     m: &mut [f32],
@@ -115,6 +117,40 @@ pub fn adam_select_row(
     let (si, sv) = select_row_hinted(&logits[..CODES], idx);
     idx[..TOP_K].copy_from_slice(&si);
     val[..TOP_K].copy_from_slice(&sv);
+}
+
+/// [`adam_select_row`] for consecutive Gaussians (`vis`'s length; every slice starts
+/// at the first of them), skipping those with `vis == 0`; `last` is set to `step`
+/// where a row is updated. Compiled for the CPU's widest vector unit as well (the
+/// same operations, so the same bits).
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn adam_rows(
+    p: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    idx: &mut [u32],
+    val: &mut [f32],
+    d_val: &[f32],
+    vis: &[f32],
+    last: &mut [u32],
+    step: u32,
+    k: &StepConstants,
+) {
+    for (g, &seen) in vis.iter().enumerate() {
+        if seen == 0.0 {
+            continue;
+        }
+        adam_select_row(
+            &mut p[g * CODES..][..CODES],
+            &mut m[g * CODES..][..CODES],
+            &mut v[g * CODES..][..CODES],
+            &mut idx[g * TOP_K..][..TOP_K],
+            &mut val[g * TOP_K..][..TOP_K],
+            &d_val[g * TOP_K..][..TOP_K],
+            k,
+        );
+        last[g] = step;
+    }
 }
 
 /// Rows a worker locks at once in the buffers [`HostPool::for_rows`] does not split.
@@ -229,22 +265,19 @@ impl DeviceOp for AdamSelectOp {
                 let (mut mc, mut vc) = (m.lock(c), v.lock(c));
                 let (mut ic, mut wc) = (idx.lock(c), val.lock(c));
                 let mut lc = last.lock(c);
-                for g in span {
-                    if vis[g] == 0.0 {
-                        continue;
-                    }
-                    let (r, l) = (g - base, g - c * CHUNK_ROWS);
-                    adam_select_row(
-                        &mut p[r * CODES..][..CODES],
-                        &mut mc[l * CODES..][..CODES],
-                        &mut vc[l * CODES..][..CODES],
-                        &mut ic[l * TOP_K..][..TOP_K],
-                        &mut wc[l * TOP_K..][..TOP_K],
-                        &d_val[g * TOP_K..][..TOP_K],
-                        &k,
-                    );
-                    lc[l] = step;
-                }
+                let (r, l, n) = (span.start - base, span.start - c * CHUNK_ROWS, span.len());
+                adam_rows(
+                    &mut p[r * CODES..(r + n) * CODES],
+                    &mut mc[l * CODES..(l + n) * CODES],
+                    &mut vc[l * CODES..(l + n) * CODES],
+                    &mut ic[l * TOP_K..(l + n) * TOP_K],
+                    &mut wc[l * TOP_K..(l + n) * TOP_K],
+                    &d_val[span.start * TOP_K..span.end * TOP_K],
+                    &vis[span],
+                    &mut lc[l..l + n],
+                    step,
+                    &k,
+                );
             }
             0.0
         });

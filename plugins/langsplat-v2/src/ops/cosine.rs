@@ -3,6 +3,7 @@
 use std::sync::Mutex;
 
 use lsplat_device::{DeviceOp, HostArgs, HostPool, OpKernel, Result};
+use multiversion::multiversion;
 
 use super::{BLOCK, PLUGIN, all_below, arity, dot64, items_are, kernel, need, scalar_is};
 use crate::{CODES, TINY_NORM_SQ};
@@ -113,6 +114,7 @@ const _: () = assert!(CODES.is_multiple_of(LANES));
 /// pixel with q ≤ [`TINY_NORM_SQ`] or |g| = 0 gets ρ = 1 and zero gradient; otherwise
 /// cos = a/(√q |g|) and d_w = c1·bg + c2·Gw. Sums run in f64 over the non-zero
 /// weights in code order.
+#[inline(always)]
 pub fn cosine_pixel(
     w: &[f32],
     bg: &[f32],
@@ -169,6 +171,36 @@ pub fn cosine_pixel(
         rho: (1.0 - a * inv) as f32,
         c1: c1 as f32,
         c2: c2 as f32,
+    }
+}
+
+/// [`cosine_pixel`] for consecutive pixels (`mask`'s length): `w`, `d_w` `[n·C]`,
+/// `rho` `[n]`, `coef` `[2n]` start at the first of them. Compiled for the CPU's
+/// widest vector unit as well (the same operations, so the same bits).
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn cosine_chunk(
+    w: &[f32],
+    mask: &[u32],
+    bg: &[f32],
+    gram: &[f64],
+    gnorm: &[f32],
+    grad_scale: f32,
+    d_w: &mut [f32],
+    rho: &mut [f32],
+    coef: &mut [f32],
+) {
+    for (j, &r) in mask.iter().enumerate() {
+        let r = r as usize;
+        let px = cosine_pixel(
+            &w[j * CODES..][..CODES],
+            &bg[r * CODES..][..CODES],
+            gram,
+            gnorm[r],
+            grad_scale,
+            &mut d_w[j * CODES..][..CODES],
+        );
+        rho[j] = px.rho;
+        (coef[2 * j], coef[2 * j + 1]) = (px.c1, px.c2);
     }
 }
 
@@ -240,20 +272,19 @@ impl DeviceOp for CosineOp {
             }
             for start in rows.clone().step_by(CHUNK) {
                 let end = (start + CHUNK).min(rows.end);
-                for p in start..end {
-                    let (j, k, r) = (p - start, p - rows.start, mask[p] as usize);
-                    let px = cosine_pixel(
-                        &w[p * CODES..][..CODES],
-                        &bg[r * CODES..][..CODES],
-                        &gram64,
-                        gnorm[r],
-                        grad_scale,
-                        &mut d[k * CODES..][..CODES],
-                    );
-                    lr[j] = px.rho;
-                    (lc[2 * j], lc[2 * j + 1]) = (px.c1, px.c2);
-                }
                 let used = end - start;
+                let k = start - rows.start;
+                cosine_chunk(
+                    &w[start * CODES..end * CODES],
+                    &mask[start..end],
+                    bg,
+                    &gram64,
+                    gnorm,
+                    grad_scale,
+                    &mut d[k * CODES..(k + used) * CODES],
+                    &mut lr[..used],
+                    &mut lc[..2 * used],
+                );
                 let mut o = outs.lock().unwrap_or_else(|e| e.into_inner());
                 o.0[start..end].copy_from_slice(&lr[..used]);
                 o.1[2 * start..2 * end].copy_from_slice(&lc[..2 * used]);

@@ -9,6 +9,7 @@
 use std::ops::RangeInclusive;
 
 use lsplat_device::{DeviceOp, HostArgs, HostPool, OpKernel, Result};
+use multiversion::multiversion;
 
 use super::adam::{CHUNK_ROWS, Chunked, StepConstants, adam_row, chunks_of};
 use super::topk::select_row_hinted;
@@ -29,10 +30,54 @@ pub struct Hyper {
     pub eps: f32,
 }
 
+/// Steps whose constants [`Constants`] keeps at hand: a Gaussian out of sight for
+/// fewer steps (most of them) replays from the table.
+const RECENT: usize = 64;
+
+/// Adam's per-step constants for a replay up to step `target`: those of the last
+/// [`RECENT`] steps computed once, older ones on demand (the same values).
+#[derive(Clone, Debug)]
+pub struct Constants {
+    h: Hyper,
+    /// The first step held; `table[i]` is step `first + i`.
+    first: u32,
+    table: [(f32, f32); RECENT],
+}
+
+impl Constants {
+    /// The constants of steps `target + 1 − RECENT ..= target` (those ≥ 1).
+    pub fn new(h: Hyper, target: u32) -> Self {
+        let first = target.saturating_sub(RECENT as u32 - 1).max(1);
+        let mut table = [(0.0, 0.0); RECENT];
+        for (t, e) in (first..=target).zip(table.iter_mut()) {
+            let k = StepConstants::at(h.lr, h.beta1, h.beta2, h.eps, t);
+            *e = (k.step_size, k.inv_sqrt_bc2);
+        }
+        Constants { h, first, table }
+    }
+
+    /// The constants of step `t` ≥ 1 ([`StepConstants::at`]).
+    #[inline(always)]
+    pub fn at(&self, t: u32) -> StepConstants {
+        let h = &self.h;
+        match t.checked_sub(self.first).map(|i| i as usize) {
+            Some(i) if i < RECENT => StepConstants {
+                step_size: self.table[i].0,
+                inv_sqrt_bc2: self.table[i].1,
+                beta1: h.beta1,
+                beta2: h.beta2,
+                eps: h.eps,
+            },
+            _ => StepConstants::at(h.lr, h.beta1, h.beta2, h.eps, t),
+        }
+    }
+}
+
 /// Replays Adam's `steps` (for a Gaussian last updated at step `last`, the steps
 /// `last + 1 ..= target`) on one Gaussian with a zero gradient, then selects its
 /// top-k from the updated logits. Returns whether anything was replayed (nothing
 /// when `steps` is empty).
+#[inline(always)]
 pub fn catch_up_row(
     logits: &mut [f32],
     m: &mut [f32],
@@ -40,20 +85,52 @@ pub fn catch_up_row(
     idx: &mut [u32],
     val: &mut [f32],
     steps: RangeInclusive<u32>,
-    h: &Hyper,
+    consts: &Constants,
 ) -> bool {
     if steps.is_empty() {
         return false;
     }
     let zero = [0.0f32; CODES];
     for t in steps {
-        let k = StepConstants::at(h.lr, h.beta1, h.beta2, h.eps, t);
-        adam_row(logits, m, v, &zero, &k);
+        adam_row(logits, m, v, &zero, &consts.at(t));
     }
     let (si, sv) = select_row_hinted(&logits[..CODES], idx);
     idx[..TOP_K].copy_from_slice(&si);
     val[..TOP_K].copy_from_slice(&sv);
     true
+}
+
+/// [`catch_up_row`] for consecutive Gaussians (`vis`'s length; every slice starts at
+/// the first of them) with `vis != 0` and `last < target`; their `last` becomes
+/// `target`. Compiled for the CPU's widest vector unit as well (the same operations,
+/// so the same bits).
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn catch_up_rows(
+    p: &mut [f32],
+    m: &mut [f32],
+    v: &mut [f32],
+    idx: &mut [u32],
+    val: &mut [f32],
+    vis: &[f32],
+    last: &mut [u32],
+    target: u32,
+    consts: &Constants,
+) {
+    for (g, &seen) in vis.iter().enumerate() {
+        if seen != 0.0
+            && catch_up_row(
+                &mut p[g * CODES..][..CODES],
+                &mut m[g * CODES..][..CODES],
+                &mut v[g * CODES..][..CODES],
+                &mut idx[g * TOP_K..][..TOP_K],
+                &mut val[g * TOP_K..][..TOP_K],
+                last[g] + 1..=target,
+                consts,
+            )
+        {
+            last[g] = target;
+        }
+    }
 }
 
 /// [`catch_up_row`] for every Gaussian with `vis != 0`. Arguments: `[0]` logits,
@@ -123,6 +200,7 @@ impl DeviceOp for CatchUpOp {
         let (m, v) = (Chunked::new(m, CODES), Chunked::new(v, CODES));
         let (idx, val) = (Chunked::new(idx, TOP_K), Chunked::new(val, TOP_K));
         let last = Chunked::new(last, 1);
+        let consts = Constants::new(h, target);
         pool.for_rows(items, &mut logits[..items * CODES], CODES, &|_, rows, p| {
             let base = rows.start;
             for (c, span) in chunks_of(rows) {
@@ -134,23 +212,18 @@ impl DeviceOp for CatchUpOp {
                 }
                 let (mut mc, mut vc) = (m.lock(c), v.lock(c));
                 let (mut ic, mut wc) = (idx.lock(c), val.lock(c));
-                for g in span {
-                    if vis[g] == 0.0 {
-                        continue;
-                    }
-                    let (r, l) = (g - base, g - lo);
-                    if catch_up_row(
-                        &mut p[r * CODES..][..CODES],
-                        &mut mc[l * CODES..][..CODES],
-                        &mut vc[l * CODES..][..CODES],
-                        &mut ic[l * TOP_K..][..TOP_K],
-                        &mut wc[l * TOP_K..][..TOP_K],
-                        lc[l] + 1..=target,
-                        &h,
-                    ) {
-                        lc[l] = target;
-                    }
-                }
+                let (r, l, n) = (span.start - base, span.start - lo, span.len());
+                catch_up_rows(
+                    &mut p[r * CODES..(r + n) * CODES],
+                    &mut mc[l * CODES..(l + n) * CODES],
+                    &mut vc[l * CODES..(l + n) * CODES],
+                    &mut ic[l * TOP_K..(l + n) * TOP_K],
+                    &mut wc[l * TOP_K..(l + n) * TOP_K],
+                    &vis[span],
+                    &mut lc[l..l + n],
+                    target,
+                    &consts,
+                );
             }
             0.0
         });

@@ -254,3 +254,25 @@ fn catch_up_refuses_short_buffers() {
         .to_string();
     assert!(e.contains("lv2_catch_up") && e.contains("last"), "{e}");
 }
+
+#[test]
+fn replay_constants_equal_each_steps_own() {
+    let h = Hyper {
+        lr: 0.0025,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-15,
+    };
+    for target in [1u32, 5, 63, 64, 65, 200, 10_000] {
+        let c = Constants::new(h, target);
+        for t in 1..=target {
+            let want = StepConstants::at(h.lr, h.beta1, h.beta2, h.eps, t);
+            assert_eq!(c.at(t), want, "target {target}, step {t}");
+        }
+    }
+    // A step's constants are the engine Adam's (`StepConstants::new`, from powi).
+    let hp = hp(777);
+    let k = StepConstants::new(&hp);
+    assert_eq!(Constants::new(h, 800).at(777), k);
+    assert_eq!(Constants::new(h, 7000).at(777), k);
+}

@@ -65,6 +65,7 @@ const _: () = assert!(CODES <= 64);
 
 /// Whether logit `a` of code `ca` comes before logit `b` of code `cb` in the order
 /// [`select_row`] selects by: descending, NaN last, ties in code order.
+#[inline(always)]
 fn before(a: f32, ca: u32, b: f32, cb: u32) -> bool {
     above(a, b) || (!above(b, a) && ca < cb)
 }
@@ -76,6 +77,7 @@ fn before(a: f32, ca: u32, b: f32, cb: u32) -> bool {
 /// branch-free pass over the row finds the codes at or above the least of them (when
 /// none is NaN), and only those, in code order, are tried for insertion; usually
 /// there are none or one.
+#[inline(always)]
 pub fn select_row_hinted(logits: &[f32], hint: &[u32]) -> ([u32; TOP_K], [f32; TOP_K]) {
     const LAST: usize = TOP_K - 1;
     let row = &logits[..CODES];
