@@ -154,14 +154,14 @@ fn adam_rows(
 }
 
 /// Rows a worker locks at once in the buffers [`HostPool::for_rows`] does not split.
-pub(super) const CHUNK_ROWS: usize = 256;
+const CHUNK_ROWS: usize = 256;
 
 /// A buffer of rows split into chunks of [`CHUNK_ROWS`] rows, each behind its own lock:
 /// workers own disjoint row ranges, so a lock is contended at most at a range's ends.
-pub(super) struct Chunked<'a, T>(Vec<Mutex<&'a mut [T]>>);
+struct Chunked<'a, T>(Vec<Mutex<&'a mut [T]>>);
 
 impl<'a, T> Chunked<'a, T> {
-    pub(super) fn new(buf: &'a mut [T], row_len: usize) -> Self {
+    fn new(buf: &'a mut [T], row_len: usize) -> Self {
         Chunked(
             buf.chunks_mut(CHUNK_ROWS * row_len)
                 .map(Mutex::new)
@@ -169,13 +169,13 @@ impl<'a, T> Chunked<'a, T> {
         )
     }
 
-    pub(super) fn lock(&self, chunk: usize) -> std::sync::MutexGuard<'_, &'a mut [T]> {
+    fn lock(&self, chunk: usize) -> std::sync::MutexGuard<'_, &'a mut [T]> {
         self.0[chunk].lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 /// The chunks a row range meets, each with its rows.
-pub(super) fn chunks_of(rows: Range<usize>) -> impl Iterator<Item = (usize, Range<usize>)> {
+fn chunks_of(rows: Range<usize>) -> impl Iterator<Item = (usize, Range<usize>)> {
     let first = rows.start / CHUNK_ROWS;
     let last = rows.end.div_ceil(CHUNK_ROWS);
     (first..last).map(move |c| {
@@ -183,6 +183,61 @@ pub(super) fn chunks_of(rows: Range<usize>) -> impl Iterator<Item = (usize, Rang
         let hi = rows.end.min((c + 1) * CHUNK_ROWS);
         (c, lo..hi)
     })
+}
+
+/// One span of consecutive Gaussians of a pass over the logits: every slice starts
+/// at the span's first Gaussian.
+pub(super) struct Rows<'s> {
+    pub p: &'s mut [f32],
+    pub m: &'s mut [f32],
+    pub v: &'s mut [f32],
+    pub idx: &'s mut [u32],
+    pub val: &'s mut [f32],
+    pub last: &'s mut [u32],
+}
+
+/// Runs `f` on the pool over spans of consecutive Gaussians (each within one
+/// [`CHUNK_ROWS`] chunk) with their rows of the logits `[N·C]`, `m`, `v` `[N·C]`,
+/// `idx`, `val` `[N·K]` and `last` `[N]`, for the spans where `wanted(span, last)`
+/// holds (`last` is the span's, locked first: the other rows are locked only then).
+pub(super) fn for_spans(
+    pool: &dyn HostPool,
+    items: usize,
+    logits: &mut [f32],
+    [m, v]: [&mut [f32]; 2],
+    idx: &mut [u32],
+    val: &mut [f32],
+    last: &mut [u32],
+    wanted: &(dyn Fn(Range<usize>, &[u32]) -> bool + Sync),
+    f: &(dyn Fn(Range<usize>, Rows<'_>) + Sync),
+) {
+    let (m, v) = (Chunked::new(m, CODES), Chunked::new(v, CODES));
+    let (idx, val) = (Chunked::new(idx, TOP_K), Chunked::new(val, TOP_K));
+    let last = Chunked::new(last, 1);
+    pool.for_rows(items, &mut logits[..items * CODES], CODES, &|_, rows, p| {
+        let base = rows.start;
+        for (c, span) in chunks_of(rows) {
+            let (r, l, n) = (span.start - base, span.start - c * CHUNK_ROWS, span.len());
+            let mut lc = last.lock(c);
+            if !wanted(span.clone(), &lc[l..l + n]) {
+                continue;
+            }
+            let (mut mc, mut vc) = (m.lock(c), v.lock(c));
+            let (mut ic, mut wc) = (idx.lock(c), val.lock(c));
+            f(
+                span,
+                Rows {
+                    p: &mut p[r * CODES..(r + n) * CODES],
+                    m: &mut mc[l * CODES..(l + n) * CODES],
+                    v: &mut vc[l * CODES..(l + n) * CODES],
+                    idx: &mut ic[l * TOP_K..(l + n) * TOP_K],
+                    val: &mut wc[l * TOP_K..(l + n) * TOP_K],
+                    last: &mut lc[l..l + n],
+                },
+            );
+        }
+        0.0
+    });
 }
 
 /// Top-k backward + Adam + top-k selection per visible Gaussian. Arguments: `[0]`
@@ -256,31 +311,20 @@ impl DeviceOp for AdamSelectOp {
         ];
         self.check(items, &[&lens[..], &[0; 6]].concat())?;
         all_below(n, "idx", &idx[..items * TOP_K], CODES)?;
-        let (m, v) = (Chunked::new(m, CODES), Chunked::new(v, CODES));
-        let (idx, val) = (Chunked::new(idx, TOP_K), Chunked::new(val, TOP_K));
-        let last = Chunked::new(last, 1);
-        pool.for_rows(items, &mut logits[..items * CODES], CODES, &|_, rows, p| {
-            let base = rows.start;
-            for (c, span) in chunks_of(rows) {
-                let (mut mc, mut vc) = (m.lock(c), v.lock(c));
-                let (mut ic, mut wc) = (idx.lock(c), val.lock(c));
-                let mut lc = last.lock(c);
-                let (r, l, n) = (span.start - base, span.start - c * CHUNK_ROWS, span.len());
-                adam_rows(
-                    &mut p[r * CODES..(r + n) * CODES],
-                    &mut mc[l * CODES..(l + n) * CODES],
-                    &mut vc[l * CODES..(l + n) * CODES],
-                    &mut ic[l * TOP_K..(l + n) * TOP_K],
-                    &mut wc[l * TOP_K..(l + n) * TOP_K],
-                    &d_val[span.start * TOP_K..span.end * TOP_K],
-                    &vis[span],
-                    &mut lc[l..l + n],
-                    step,
-                    &k,
-                );
-            }
-            0.0
-        });
+        for_spans(
+            pool,
+            items,
+            logits,
+            [m, v],
+            idx,
+            val,
+            last,
+            &|span, _| vis[span].iter().any(|&s| s != 0.0),
+            &|span, r| {
+                let d = &d_val[span.start * TOP_K..span.end * TOP_K];
+                adam_rows(r.p, r.m, r.v, r.idx, r.val, d, &vis[span], r.last, step, &k);
+            },
+        );
         Ok(())
     }
 }

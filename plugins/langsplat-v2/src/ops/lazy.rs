@@ -11,7 +11,7 @@ use std::ops::RangeInclusive;
 use lsplat_device::{DeviceOp, HostArgs, HostPool, OpKernel, Result};
 use multiversion::multiversion;
 
-use super::adam::{CHUNK_ROWS, Chunked, StepConstants, adam_row, chunks_of};
+use super::adam::{StepConstants, adam_row, for_spans};
 use super::topk::select_row_hinted;
 use super::{BLOCK, PLUGIN, all_below, arity, items_are, kernel, need};
 use crate::{CODES, TOP_K};
@@ -197,36 +197,28 @@ impl DeviceOp for CatchUpOp {
         ];
         self.check(items, &[&lens[..], &[0; 5]].concat())?;
         all_below(n, "idx", &idx[..items * TOP_K], CODES)?;
-        let (m, v) = (Chunked::new(m, CODES), Chunked::new(v, CODES));
-        let (idx, val) = (Chunked::new(idx, TOP_K), Chunked::new(val, TOP_K));
-        let last = Chunked::new(last, 1);
         let consts = Constants::new(h, target);
-        pool.for_rows(items, &mut logits[..items * CODES], CODES, &|_, rows, p| {
-            let base = rows.start;
-            for (c, span) in chunks_of(rows) {
-                let mut lc = last.lock(c);
-                let lo = c * CHUNK_ROWS;
-                // Most rows are either unseen or current: lock the rest only when needed.
-                if span.clone().all(|g| vis[g] == 0.0 || lc[g - lo] >= target) {
-                    continue;
-                }
-                let (mut mc, mut vc) = (m.lock(c), v.lock(c));
-                let (mut ic, mut wc) = (idx.lock(c), val.lock(c));
-                let (r, l, n) = (span.start - base, span.start - lo, span.len());
-                catch_up_rows(
-                    &mut p[r * CODES..(r + n) * CODES],
-                    &mut mc[l * CODES..(l + n) * CODES],
-                    &mut vc[l * CODES..(l + n) * CODES],
-                    &mut ic[l * TOP_K..(l + n) * TOP_K],
-                    &mut wc[l * TOP_K..(l + n) * TOP_K],
-                    &vis[span],
-                    &mut lc[l..l + n],
-                    target,
-                    &consts,
-                );
-            }
-            0.0
-        });
+        // Most spans are all unseen or all current: nothing to lock there.
+        let wanted = |span: std::ops::Range<usize>, last: &[u32]| {
+            vis[span]
+                .iter()
+                .zip(last)
+                .any(|(&s, &l)| s != 0.0 && l < target)
+        };
+        for_spans(
+            pool,
+            items,
+            logits,
+            [m, v],
+            idx,
+            val,
+            last,
+            &wanted,
+            &|span, r| {
+                let vis = &vis[span];
+                catch_up_rows(r.p, r.m, r.v, r.idx, r.val, vis, r.last, target, &consts);
+            },
+        );
         Ok(())
     }
 }
