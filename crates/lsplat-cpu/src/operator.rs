@@ -21,8 +21,11 @@
 //! The products with a k-sparse input (`crate::sparse_input`) reuse the blocks and the
 //! two-pass transposed scheme.
 
+use std::borrow::Cow;
+
 use half::{bf16, f16};
 use lsplat_core::config::WeightPrecision;
+use multiversion::multiversion;
 
 use crate::bins::CpuBins;
 use crate::channels::{Channels, with_lanes};
@@ -127,6 +130,17 @@ pub struct CpuOperator {
     visible_ptr: Vec<u32>,
     /// For each visible Gaussian, its positions in `gaussians`, ascending.
     positions: Vec<u32>,
+    /// The products' work split for the worker count of the build.
+    splits: Splits,
+}
+
+/// How the products split an operator's work for one worker count: made once by
+/// [`build`] rather than by a pass over the blocks and Gaussians in every product.
+#[derive(Clone, Debug, Default)]
+struct Splits {
+    threads: usize,
+    blocks: Vec<std::ops::Range<usize>>,
+    visible: Vec<std::ops::Range<usize>>,
 }
 
 impl CpuOperator {
@@ -191,7 +205,14 @@ impl CpuOperator {
     }
 
     /// Block ranges for a product, balanced by work (one when small).
-    pub(crate) fn ranges(&self, workers: &Workers) -> Vec<std::ops::Range<usize>> {
+    pub(crate) fn ranges(&self, workers: &Workers) -> Cow<'_, [std::ops::Range<usize>]> {
+        if self.splits.threads == workers.threads() {
+            return Cow::Borrowed(&self.splits.blocks);
+        }
+        Cow::Owned(self.block_split(workers))
+    }
+
+    fn block_split(&self, workers: &Workers) -> Vec<std::ops::Range<usize>> {
         let n = self.blocks();
         let parts = if self.nnz() < 1 << 15 {
             1
@@ -202,7 +223,14 @@ impl CpuOperator {
     }
 
     /// Ranges of `visible` for the reduction, balanced by slots.
-    fn visible_ranges(&self, workers: &Workers) -> Vec<std::ops::Range<usize>> {
+    fn visible_ranges(&self, workers: &Workers) -> Cow<'_, [std::ops::Range<usize>]> {
+        if self.splits.threads == workers.threads() {
+            return Cow::Borrowed(&self.splits.visible);
+        }
+        Cow::Owned(self.visible_split(workers))
+    }
+
+    fn visible_split(&self, workers: &Workers) -> Vec<std::ops::Range<usize>> {
         let n = self.visible.len();
         let parts = if self.positions.len() < 1 << 14 {
             1
@@ -319,7 +347,7 @@ pub fn build(
         .flat_map(|p| p.gaussians.iter().copied())
         .collect();
     let (visible, visible_ptr, positions) = transpose_lists(&lists, gaussians);
-    Ok(CpuOperator {
+    let mut op = CpuOperator {
         rows,
         cols: gaussians,
         row_ptr,
@@ -334,7 +362,14 @@ pub fn build(
         visible,
         visible_ptr,
         positions,
-    })
+        splits: Splits::default(),
+    };
+    op.splits = Splits {
+        threads: workers.threads(),
+        blocks: op.block_split(workers),
+        visible: op.visible_split(workers),
+    };
+    Ok(op)
 }
 
 /// The Gaussians of the block lists, ascending, each with its positions in `lists`
@@ -439,10 +474,15 @@ fn row_sum<W: Weight, C: Channels>(ch: C, blk: &Block<'_, W>, r: usize, lx: &[f3
     acc
 }
 
-/// Calls `f(r, acc)` for every row `r` of the block in order, with `acc = Σ_k
-/// w_k·lx[local_k]` summed in entry order. Four rows are summed together (four
-/// independent chains, each in its own order), so the adds of one row do not wait on
-/// each other and the result is bitwise that of [`row_sum`].
+/// Rows summed together by [`block_row_sums`].
+const ROW_LANES: usize = 4;
+
+/// Calls `f(r, acc)` once for every row `r` of the block, **in no particular order**,
+/// with `acc = Σ_k w_k·lx[local_k]` summed in entry order, so each result is bitwise
+/// that of [`row_sum`]. Four rows are summed together (four independent chains), so
+/// the adds of one row do not wait on each other: whenever a row ends, its chain
+/// takes the next row of the block, and only the last three rows of a block run
+/// alone.
 #[inline(always)]
 fn block_row_sums<W: Weight, C: Channels>(
     ch: C,
@@ -452,62 +492,61 @@ fn block_row_sums<W: Weight, C: Channels>(
 ) {
     let lanes = ch.n();
     assert!(lx.len() >= blk.list.len() * lanes);
+    assert!(blk.rows.end < blk.row_ptr.len());
     let (ptr, local, weights) = (blk.row_ptr, blk.local, blk.weights);
     let x = lx.as_ptr();
-    let mut r = blk.rows.start;
-    while r + 4 <= blk.rows.end {
-        let (s0, s1, s2, s3, e3) = (
-            ptr[r] as usize,
-            ptr[r + 1] as usize,
-            ptr[r + 2] as usize,
-            ptr[r + 3] as usize,
-            ptr[r + 4] as usize,
-        );
-        let s = [s0, s1, s2, s3];
-        let e = [s1, s2, s3, e3];
-        let m = (s1 - s0).min(s2 - s1).min(s3 - s2).min(e3 - s3);
-        let (mut a0, mut a1, mut a2, mut a3) = (C::zeros(), C::zeros(), C::zeros(), C::zeros());
-        for i in 0..m {
-            // SAFETY: s_q + i < e_q is an entry of row r + q, a row of the block;
-            // `build` bounds local indices by the list, and lx is checked above.
-            unsafe {
-                let j0 = *local.get_unchecked(s0 + i) as usize;
-                let j1 = *local.get_unchecked(s1 + i) as usize;
-                let j2 = *local.get_unchecked(s2 + i) as usize;
-                let j3 = *local.get_unchecked(s3 + i) as usize;
-                ch.axpy_ptr(
-                    &mut a0,
-                    weights.get_unchecked(s0 + i).get(),
-                    x.add(j0 * lanes),
-                );
-                ch.axpy_ptr(
-                    &mut a1,
-                    weights.get_unchecked(s1 + i).get(),
-                    x.add(j1 * lanes),
-                );
-                ch.axpy_ptr(
-                    &mut a2,
-                    weights.get_unchecked(s2 + i).get(),
-                    x.add(j2 * lanes),
-                );
-                ch.axpy_ptr(
-                    &mut a3,
-                    weights.get_unchecked(s3 + i).get(),
-                    x.add(j3 * lanes),
-                );
+    let (mut next, end) = (blk.rows.start, blk.rows.end);
+    if end - next >= ROW_LANES {
+        let mut row = [0usize; ROW_LANES];
+        let mut k = [0usize; ROW_LANES];
+        let mut e = [0usize; ROW_LANES];
+        for q in 0..ROW_LANES {
+            (row[q], k[q], e[q]) = (next, ptr[next] as usize, ptr[next + 1] as usize);
+            next += 1;
+        }
+        let mut acc = [C::zeros(); ROW_LANES];
+        'rows: loop {
+            let m = (0..ROW_LANES).map(|q| e[q] - k[q]).min().unwrap_or(0);
+            for i in 0..m {
+                for q in 0..ROW_LANES {
+                    // SAFETY: k[q] + i < e[q], an entry of row row[q] of the block;
+                    // `build` bounds local indices by the list, lx checked above.
+                    unsafe {
+                        let j = *local.get_unchecked(k[q] + i) as usize;
+                        let w = weights.get_unchecked(k[q] + i).get();
+                        ch.axpy_ptr(&mut acc[q], w, x.add(j * lanes));
+                    }
+                }
+            }
+            let mut out_of_rows = false;
+            for q in 0..ROW_LANES {
+                k[q] += m;
+                if k[q] == e[q] && !out_of_rows {
+                    f(row[q], &acc[q]);
+                    acc[q] = C::zeros();
+                    if next == end {
+                        out_of_rows = true;
+                        row[q] = usize::MAX;
+                    } else {
+                        (row[q], k[q], e[q]) = (next, ptr[next] as usize, ptr[next + 1] as usize);
+                        next += 1;
+                    }
+                }
+            }
+            if out_of_rows {
+                break 'rows;
             }
         }
-        let mut acc = [a0, a1, a2, a3];
-        for q in 0..4 {
-            // SAFETY: the rest of row r + q, entries of the block.
-            unsafe { sum_entries(ch, &mut acc[q], blk, s[q] + m..e[q], lx) };
+        // The rows still open when the block ran out of rows end one at a time.
+        for q in 0..ROW_LANES {
+            if row[q] != usize::MAX {
+                // SAFETY: k[q]..e[q] are the remaining entries of row row[q].
+                unsafe { sum_entries(ch, &mut acc[q], blk, k[q]..e[q], lx) };
+                f(row[q], &acc[q]);
+            }
         }
-        for (q, a) in acc.iter().enumerate() {
-            f(r + q, a);
-        }
-        r += 4;
     }
-    for r in r..blk.rows.end {
+    for r in next..end {
         f(r, &row_sum(ch, blk, r, lx));
     }
 }
@@ -638,7 +677,8 @@ pub(crate) fn transposed_with<C: Channels, T: Default + Send>(
     let lanes = ch.n();
     let ranges = op.ranges(workers);
     let mut slots = scratch.slots.lock().unwrap_or_else(|e| e.into_inner());
-    slots.clear();
+    // Each block zeroes its own slots just before filling them (while they are in
+    // cache), so the buffer is only grown here, never cleared as a whole.
     slots.resize(op.gaussians.len() * lanes, 0.0);
     let mut sums = scratch.block_sums.lock().unwrap_or_else(|e| e.into_inner());
     sums.clear();
@@ -657,11 +697,9 @@ pub(crate) fn transposed_with<C: Channels, T: Default + Send>(
                 op.block_gaussians[b] as usize,
                 op.block_gaussians[b + 1] as usize,
             );
-            *s = per_block(
-                b,
-                &mut out[(g0 - base) * lanes..(g1 - base) * lanes],
-                &mut work,
-            );
+            let ld = &mut out[(g0 - base) * lanes..(g1 - base) * lanes];
+            ld.fill(0.0);
+            *s = per_block(b, ld, &mut work);
         }
     });
     let slots = &slots[..];
@@ -767,24 +805,57 @@ fn fused_typed<W: Weight>(
     d_x: &mut [f32],
 ) -> (f64, f64) {
     with_lanes!(c, ch => {
-        transposed(workers, scratch, op, ch, c, d_x, |b, ld, lx| {
-            let blk = block(op, w, b);
-            gather_rows(blk.list, x, c, ch.n(), lx);
-            let mut sums = (0.0f64, 0.0f64);
-            block_row_sums(ch, &blk, &lx[..], |r, f| {
-                let m = mask[r] as usize;
-                let mut d = zeros(ch);
-                scales.row(
-                    &ch.view(f)[..c],
-                    &table[m * c..m * c + c],
-                    &mut ch.view_mut(&mut d)[..c],
-                    &mut sums,
-                );
-                row_scatter(ch, &blk, r, &d, ld);
-            });
-            sums
+        transposed(workers, scratch, op, ch, c, d_x, |b, ld, work| {
+            let rows = Rows { x, mask, table, c, scales };
+            fused_block(ch, &block(op, w, b), &rows, ld, work)
         })
     })
+}
+
+/// What the fused step reads besides the operator.
+struct Rows<'a> {
+    x: &'a [f32],
+    mask: &'a [u32],
+    table: &'a [f32],
+    c: usize,
+    scales: &'a LossScales,
+}
+
+/// One block of the fused step: the block's rows of `x` gathered into `work`, every
+/// row's `F` summed (rows interleaved) into `work` after them, then row by row in
+/// order the loss and `ld += W_rᵀ·d`. Compiled for the CPU's widest vector unit as
+/// well (the same operations, so the same bits).
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn fused_block<W: Weight, C: Channels>(
+    ch: C,
+    blk: &Block<'_, W>,
+    rows: &Rows<'_>,
+    ld: &mut [f32],
+    work: &mut Vec<f32>,
+) -> (f64, f64) {
+    let (lanes, c) = (ch.n(), rows.c);
+    gather_rows(blk.list, rows.x, c, lanes, work);
+    let listed = work.len();
+    let first = blk.rows.start;
+    work.resize(listed + blk.rows.len() * lanes, 0.0);
+    let (lx, fx) = work.split_at_mut(listed);
+    block_row_sums(ch, blk, lx, |r, acc| {
+        let o = (r - first) * lanes;
+        fx[o..o + lanes].copy_from_slice(ch.view(acc));
+    });
+    let mut sums = (0.0f64, 0.0f64);
+    for (r, f) in blk.rows.clone().zip(fx.chunks_exact(lanes)) {
+        let m = rows.mask[r] as usize;
+        let mut d = zeros(ch);
+        rows.scales.row(
+            &f[..c],
+            &rows.table[m * c..m * c + c],
+            &mut ch.view_mut(&mut d)[..c],
+            &mut sums,
+        );
+        row_scatter(ch, blk, r, &d, ld);
+    }
+    sums
 }
 
 /// Appends the block's rows of `x` to `buf` (`[list, lanes]`, padding lanes zero).

@@ -3,8 +3,9 @@
 use lsplat_core::config::LossKind;
 use lsplat_core::constants::{COS_EPS, NORM_EPS};
 use lsplat_device::AdamParams;
+use multiversion::multiversion;
 
-use crate::pool::{Workers, balanced_ranges};
+use crate::pool::{Workers, even_ranges};
 
 /// Row ranges for a per-row op over `rows` rows (one range when small).
 fn row_ranges(workers: &Workers, rows: usize, c: usize) -> Vec<std::ops::Range<usize>> {
@@ -13,7 +14,7 @@ fn row_ranges(workers: &Workers, rows: usize, c: usize) -> Vec<std::ops::Range<u
     } else {
         4 * workers.threads()
     };
-    balanced_ranges(std::iter::repeat_n(1u64, rows), rows, parts)
+    even_ranges(rows, parts)
 }
 
 /// `out_i = x_i / (|x_i| + ε)` row by row.
@@ -27,10 +28,51 @@ pub fn normalize(workers: &Workers, x: &[f32], c: usize, out: &mut [f32]) {
     );
 }
 
+/// Rows per batch of the normalisation loops: the square roots and divisions of a
+/// batch are independent, so they fill a vector register (the same operations per
+/// row as one row at a time, so the same bits).
+const NORM_BATCH: usize = 8;
+
 fn normalize_rows(x: &[f32], c: usize, out: &mut [f32]) {
+    match c {
+        3 => normalize_rows_c::<3>(x, out),
+        _ => normalize_rows_dyn(x, c, out),
+    }
+}
+
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn normalize_rows_c<const C: usize>(x: &[f32], out: &mut [f32]) {
+    let (xb, xt) = x.split_at(x.len() / (C * NORM_BATCH) * C * NORM_BATCH);
+    let (ob, ot) = out.split_at_mut(xb.len());
+    for (xr, or) in xb
+        .chunks_exact(C * NORM_BATCH)
+        .zip(ob.chunks_exact_mut(C * NORM_BATCH))
+    {
+        let mut inv = [0f32; NORM_BATCH];
+        for (i, s) in inv.iter_mut().enumerate() {
+            for v in &xr[i * C..i * C + C] {
+                *s += v * v;
+            }
+        }
+        for s in &mut inv {
+            *s = 1.0 / (s.sqrt() + NORM_EPS);
+        }
+        for (i, s) in inv.iter().enumerate() {
+            for k in 0..C {
+                or[i * C + k] = xr[i * C + k] * s;
+            }
+        }
+    }
+    normalize_rows_dyn(xt, C, ot);
+}
+
+fn normalize_rows_dyn(x: &[f32], c: usize, out: &mut [f32]) {
     for (xr, or) in x.chunks_exact(c).zip(out.chunks_exact_mut(c)) {
-        let n = xr.iter().map(|v| v * v).sum::<f32>().sqrt();
-        let inv = 1.0 / (n + NORM_EPS);
+        let mut n = 0.0f32;
+        for v in xr {
+            n += v * v;
+        }
+        let inv = 1.0 / (n.sqrt() + NORM_EPS);
         for (o, v) in or.iter_mut().zip(xr) {
             *o = v * inv;
         }
@@ -52,18 +94,57 @@ pub fn normalize_backward(workers: &Workers, x: &[f32], d: &[f32], c: usize, d_x
 }
 
 fn normalize_backward_rows(x: &[f32], d: &[f32], c: usize, d_x: &mut [f32]) {
+    match c {
+        3 => normalize_backward_rows_c::<3>(x, d, d_x),
+        _ => normalize_backward_rows_dyn(x, d, c, d_x),
+    }
+}
+
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn normalize_backward_rows_c<const C: usize>(x: &[f32], d: &[f32], d_x: &mut [f32]) {
+    let full = x.len() / (C * NORM_BATCH) * C * NORM_BATCH;
+    let batches = x[..full]
+        .chunks_exact(C * NORM_BATCH)
+        .zip(d[..full].chunks_exact(C * NORM_BATCH))
+        .zip(d_x[..full].chunks_exact_mut(C * NORM_BATCH));
+    for ((xr, dr), gr) in batches {
+        let (mut r, mut dot) = ([0f32; NORM_BATCH], [0f32; NORM_BATCH]);
+        for i in 0..NORM_BATCH {
+            for k in i * C..i * C + C {
+                r[i] += xr[k] * xr[k];
+                dot[i] += xr[k] * dr[k];
+            }
+        }
+        let (mut a, mut b) = ([0f32; NORM_BATCH], [0f32; NORM_BATCH]);
+        for i in 0..NORM_BATCH {
+            let ri = r[i].sqrt();
+            a[i] = 1.0 / (ri + NORM_EPS);
+            let bi = dot[i] * a[i] * a[i] / ri;
+            b[i] = if ri > 0.0 { bi } else { 0.0 };
+        }
+        for i in 0..NORM_BATCH {
+            for k in i * C..i * C + C {
+                gr[k] = dr[k] * a[i] - xr[k] * b[i];
+            }
+        }
+    }
+    normalize_backward_rows_dyn(&x[full..], &d[full..], C, &mut d_x[full..]);
+}
+
+fn normalize_backward_rows_dyn(x: &[f32], d: &[f32], c: usize, d_x: &mut [f32]) {
     for ((xr, dr), gr) in x
         .chunks_exact(c)
         .zip(d.chunks_exact(c))
         .zip(d_x.chunks_exact_mut(c))
     {
-        let r = xr.iter().map(|v| v * v).sum::<f32>().sqrt();
+        let (mut r, mut dot) = (0.0f32, 0.0f32);
+        for (p, q) in xr.iter().zip(dr) {
+            r += p * p;
+            dot += p * q;
+        }
+        let r = r.sqrt();
         let a = 1.0 / (r + NORM_EPS);
-        let b = if r > 0.0 {
-            xr.iter().zip(dr).map(|(p, q)| p * q).sum::<f32>() * a * a / r
-        } else {
-            0.0
-        };
+        let b = if r > 0.0 { dot * a * a / r } else { 0.0 };
         for ((g, xv), dv) in gr.iter_mut().zip(xr).zip(dr) {
             *g = dv * a - xv * b;
         }
@@ -276,6 +357,44 @@ mod tests {
         }
         // At zero the gradient is d / ε (LangSplat's 1e9 scale).
         assert!((gx[3] - 1e9).abs() < 1e3);
+    }
+
+    /// The batched loops (and their AVX2 clones, when the CPU has AVX2) give bitwise
+    /// the one-row-at-a-time results, for row counts around the batch size, zero rows
+    /// and rows of huge and tiny norms; and equal a float64 reference to rounding.
+    #[test]
+    fn batched_normalisation_equals_one_row_at_a_time() {
+        let mut rng = lsplat_core::Rng::new(7);
+        for rows in [1usize, 7, 8, 9, 16, 61] {
+            let mut x: Vec<f32> = (0..rows * 3).map(|_| rng.range(-2.0, 2.0)).collect();
+            let d: Vec<f32> = (0..rows * 3).map(|_| rng.range(-1.0, 1.0)).collect();
+            x[..3].fill(0.0);
+            if rows > 9 {
+                x[24..27].copy_from_slice(&[3e18, -1e18, 2e18]);
+                x[27..30].copy_from_slice(&[1e-20, 0.0, -3e-21]);
+            }
+            let (mut a, mut b) = (vec![0f32; rows * 3], vec![0f32; rows * 3]);
+            normalize_rows(&x, 3, &mut a);
+            normalize_rows_dyn(&x, 3, &mut b);
+            assert_eq!(bits(&a), bits(&b), "{rows} rows: normalise");
+            for (r, (xr, ar)) in x.chunks(3).zip(a.chunks(3)).enumerate() {
+                let n = xr.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt();
+                for (v, o) in xr.iter().zip(ar) {
+                    let want = *v as f64 / (n + NORM_EPS as f64);
+                    assert!(
+                        (*o as f64 - want).abs() <= 1e-6 * want.abs().max(1e-30),
+                        "row {r}"
+                    );
+                }
+            }
+            normalize_backward_rows(&x, &d, 3, &mut a);
+            normalize_backward_rows_dyn(&x, &d, 3, &mut b);
+            assert_eq!(bits(&a), bits(&b), "{rows} rows: backward");
+        }
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|f| f.to_bits()).collect()
     }
 
     #[test]

@@ -100,6 +100,18 @@ pub fn split_mut<'a, T>(
     jobs
 }
 
+/// Splits `0..n` into at most `parts` contiguous, non-empty ranges of equal length
+/// (±1): [`balanced_ranges`] for unit costs, without a pass over the items.
+pub fn even_ranges(n: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
+    let parts = parts.clamp(1, n.max(1));
+    if n == 0 {
+        return Vec::new();
+    }
+    (0..parts)
+        .map(|p| p * n / parts..(p + 1) * n / parts)
+        .collect()
+}
+
 /// Splits `0..cost.len()` into at most `parts` contiguous ranges of roughly equal
 /// total cost (each range non-empty).
 pub fn balanced_ranges(
@@ -184,9 +196,7 @@ impl lsplat_device::HostPool for Workers {
         f: &(dyn Fn(usize, std::ops::Range<usize>, &mut [f32]) -> f64 + Sync),
     ) -> f64 {
         let blocks = self.blocks(rows);
-        let ranges: Vec<_> = (0..blocks)
-            .map(|b| b * rows / blocks..(b + 1) * rows / blocks)
-            .collect();
+        let ranges = even_ranges(rows, blocks);
         let jobs: Vec<_> = split_mut(&ranges, out, |r| r * row_len)
             .into_iter()
             .enumerate()
@@ -205,7 +215,7 @@ pub fn read_bandwidth(workers: &Workers, passes: usize) -> f64 {
     // Touch every page before timing.
     let src: Vec<f32> = (0..LEN).map(|i| (i % 1024) as f32).collect();
     let blocks = LEN / BLOCK;
-    let ranges = balanced_ranges(std::iter::repeat_n(1u64, blocks), blocks, workers.threads());
+    let ranges = even_ranges(blocks, workers.threads());
     let mut best = f64::INFINITY;
     for _ in 0..passes.max(1) {
         let t0 = std::time::Instant::now();
@@ -239,6 +249,16 @@ mod tests {
         }
         assert!(r.len() <= 3);
         assert!(balanced_ranges(std::iter::empty(), 0, 4).is_empty());
+        assert!(even_ranges(0, 4).is_empty());
+        for (n, parts) in [(1, 4), (10, 4), (10, 10), (7, 3), (152_746, 8)] {
+            let r = even_ranges(n, parts);
+            assert_eq!(r.len(), parts.min(n));
+            assert_eq!((r[0].start, r.last().unwrap().end), (0, n));
+            for w in r.windows(2) {
+                assert_eq!(w[0].end, w[1].start);
+                assert!(w[0].len().abs_diff(w[1].len()) <= 1 && !w[0].is_empty());
+            }
+        }
     }
 
     #[test]

@@ -201,7 +201,7 @@ pub fn project_all(
     let n = geom.len();
     out.splats.resize(n, ProjSplat::default());
     let parts = if n < 4096 { 1 } else { 4 * workers.threads() };
-    let ranges = crate::pool::balanced_ranges(std::iter::repeat_n(1u64, n), n, parts);
+    let ranges = crate::pool::even_ranges(n, parts);
     workers.for_ranges(
         &ranges,
         &mut out.splats,
