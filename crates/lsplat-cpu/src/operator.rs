@@ -507,17 +507,21 @@ fn block_row_sums<W: Weight, C: Channels>(
         let mut acc = [C::zeros(); ROW_LANES];
         'rows: loop {
             let m = (0..ROW_LANES).map(|q| e[q] - k[q]).min().unwrap_or(0);
+            // The chains as plain locals while they run (`f` takes references into
+            // `acc`, which would otherwise keep them in memory).
+            let mut chains = acc;
             for i in 0..m {
-                for q in 0..ROW_LANES {
+                for (q, a) in chains.iter_mut().enumerate() {
                     // SAFETY: k[q] + i < e[q], an entry of row row[q] of the block;
                     // `build` bounds local indices by the list, lx checked above.
                     unsafe {
                         let j = *local.get_unchecked(k[q] + i) as usize;
                         let w = weights.get_unchecked(k[q] + i).get();
-                        ch.axpy_ptr(&mut acc[q], w, x.add(j * lanes));
+                        ch.axpy_ptr(a, w, x.add(j * lanes));
                     }
                 }
             }
+            acc = chains;
             let mut out_of_rows = false;
             for q in 0..ROW_LANES {
                 k[q] += m;
