@@ -308,8 +308,14 @@ impl DeviceOp for AdamSelectOp {
             d_val.len(),
             vis.len(),
             last.len(),
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
         ];
-        self.check(items, &[&lens[..], &[0; 6]].concat())?;
+        self.check(items, &lens)?;
         all_below(n, "idx", &idx[..items * TOP_K], CODES)?;
         for_spans(
             pool,

@@ -194,8 +194,13 @@ impl DeviceOp for CatchUpOp {
             val.len(),
             vis.len(),
             last.len(),
+            0,
+            0,
+            0,
+            0,
+            0,
         ];
-        self.check(items, &[&lens[..], &[0; 5]].concat())?;
+        self.check(items, &lens)?;
         all_below(n, "idx", &idx[..items * TOP_K], CODES)?;
         let consts = Constants::new(h, target);
         // Most spans are all unseen or all current: nothing to lock there.
