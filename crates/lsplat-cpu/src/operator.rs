@@ -1,7 +1,9 @@
 //! The cached sparse operator W of one camera, stored once (no transposed copy).
 //!
-//! Rows (valid pixels, tile-major) are grouped in **blocks**: the rows of one tile
-//! (a tile is split only if it would use more than 65 536 Gaussians). Each block keeps
+//! Rows (valid pixels, tile-major) are grouped in **blocks**: the rows of a strip of
+//! up to [`GROUP_TILES`] consecutive tiles, ended early once its list is long (see
+//! [`BLOCK_TARGET`]; a tile is split only if it would use more than 65 536
+//! Gaussians). Each block keeps
 //! the list of distinct Gaussians its rows use, and every entry stores a u16 index
 //! into that list plus its weight: 2 + 2 or 4 bytes per non-zero whatever the number of
 //! Gaussians. Every product works block by block in a small block-local buffer:
@@ -36,6 +38,32 @@ use crate::raster::{Pixels, TaskScratch, TileScratch, centre, tile_ranges};
 
 /// Most distinct Gaussians of one block (u16 local indices).
 const BLOCK_GAUSSIANS: usize = 1 << 16;
+
+/// Consecutive tiles (a strip of the tile grid) whose rows may share one block: a
+/// Gaussian that covers several of them is listed, gathered and reduced once per
+/// block instead of once per tile.
+const GROUP_TILES: usize = 4;
+
+/// A block ends after the tile that brings its list to this many Gaussians, so its
+/// buffers (`list × lanes` floats, twice) stay in the core's cache.
+const BLOCK_TARGET: usize = 2048;
+
+/// `ranges` of tiles moved to whole [`GROUP_TILES`] groups (blocks never cross a
+/// group, so the blocks, and with them every sum, do not depend on the split).
+fn group_ranges(ranges: Vec<std::ops::Range<usize>>, tiles: usize) -> Vec<std::ops::Range<usize>> {
+    let up = |t: usize| (t.div_ceil(GROUP_TILES) * GROUP_TILES).min(tiles);
+    let mut out: Vec<std::ops::Range<usize>> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        let (a, b) = (out.last().map_or(0, |l| l.end), up(r.end));
+        if b > a {
+            out.push(a..b);
+        }
+    }
+    if let Some(l) = out.last_mut() {
+        l.end = tiles;
+    }
+    out
+}
 
 /// Weight storage.
 #[derive(Clone, Debug)]
@@ -78,11 +106,12 @@ impl Weight for bf16 {
 }
 
 impl Weights {
-    fn new(values: impl Iterator<Item = f32>, p: WeightPrecision) -> Self {
+    /// The parts' weights one after the other, stored at precision `p`.
+    fn concat(parts: &[Part], p: WeightPrecision) -> Self {
         match p {
-            WeightPrecision::F32 => Weights::F32(values.collect()),
-            WeightPrecision::F16 => Weights::F16(values.map(f16::from_f32).collect()),
-            WeightPrecision::Bf16 => Weights::Bf16(values.map(bf16::from_f32).collect()),
+            WeightPrecision::F32 => Weights::F32(concat(parts, |q| &q.weights, |w| w)),
+            WeightPrecision::F16 => Weights::F16(concat(parts, |q| &q.weights, f16::from_f32)),
+            WeightPrecision::Bf16 => Weights::Bf16(concat(parts, |q| &q.weights, bf16::from_f32)),
         }
     }
 
@@ -263,52 +292,59 @@ pub fn build(
     gaussians: usize,
     precision: WeightPrecision,
 ) -> Result<CpuOperator, String> {
-    let ranges = tile_ranges(workers, &px, bins);
+    let ranges = group_ranges(tile_ranges(workers, &px, bins), px.tile_offsets.len() - 1);
     let offs = px.tile_offsets;
     let parts = workers.map_ranges(&ranges, |tiles| {
         let mut part = Part::default();
         let mut walker = scratch.slot(&ranges, &tiles);
-        // Position in the tile list → index in the current block's list (+1; 0 = none).
-        let mut slot: Vec<u32> = Vec::new();
-        let mut row: Vec<(u32, u32, f32)> = Vec::new();
+        // Gaussian → index in the current block's list (+1; 0 = none).
+        let mut slot: Vec<u32> = vec![0; gaussians];
+        let mut row: Vec<(u32, f32)> = Vec::new();
+        let mut block_start = part.gaussians.len();
+        let mut block_rows = 0u32;
+        let close = |part: &mut Part, slot: &mut [u32], start: &mut usize, rows: &mut u32| {
+            if *rows > 0 {
+                part.blocks
+                    .push((*rows, (part.gaussians.len() - *start) as u32));
+            }
+            for &g in &part.gaussians[*start..] {
+                slot[g as usize] = 0;
+            }
+            *start = part.gaussians.len();
+            *rows = 0;
+        };
+        let end = tiles.end;
         for t in tiles {
-            if offs[t] == offs[t + 1] {
-                continue;
-            }
-            let list = bins.tile(t);
-            walker.gather(splats, list);
-            slot.clear();
-            slot.resize(list.len(), 0);
-            let mut block_start = part.gaussians.len();
-            let mut block_rows = 0u32;
-            for i in offs[t] as usize..offs[t + 1] as usize {
-                let (cx, cy) = centre(px.pixels[i], px.width);
-                row.clear();
-                walker.walk(list, cx, cy, |k, g, w| row.push((k as u32, g, w)));
-                let distinct = part.gaussians.len() - block_start;
-                if block_rows > 0 && distinct + row.len() > BLOCK_GAUSSIANS {
-                    part.blocks.push((block_rows, distinct as u32));
-                    for &g in &part.gaussians[block_start..] {
-                        let k = list.iter().position(|&h| h == g).expect("in the tile");
-                        slot[k] = 0;
+            if offs[t] != offs[t + 1] {
+                let list = bins.tile(t);
+                walker.gather(splats, list);
+                for i in offs[t] as usize..offs[t + 1] as usize {
+                    let (cx, cy) = centre(px.pixels[i], px.width);
+                    row.clear();
+                    walker.walk(list, cx, cy, |_, g, w| row.push((g, w)));
+                    let distinct = part.gaussians.len() - block_start;
+                    if block_rows > 0 && distinct + row.len() > BLOCK_GAUSSIANS {
+                        close(&mut part, &mut slot, &mut block_start, &mut block_rows);
                     }
-                    block_start = part.gaussians.len();
-                    block_rows = 0;
-                }
-                for &(k, g, w) in &row {
-                    let s = &mut slot[k as usize];
-                    if *s == 0 {
-                        part.gaussians.push(g);
-                        *s = (part.gaussians.len() - block_start) as u32;
+                    for &(g, w) in &row {
+                        let s = &mut slot[g as usize];
+                        if *s == 0 {
+                            part.gaussians.push(g);
+                            *s = (part.gaussians.len() - block_start) as u32;
+                        }
+                        part.local.push((*s - 1) as u16);
+                        part.weights.push(w);
                     }
-                    part.local.push((*s - 1) as u16);
-                    part.weights.push(w);
+                    part.lens.push(row.len() as u32);
+                    block_rows += 1;
                 }
-                part.lens.push(row.len() as u32);
-                block_rows += 1;
             }
-            part.blocks
-                .push((block_rows, (part.gaussians.len() - block_start) as u32));
+            // A block ends with its tile group, or earlier once its list is long
+            // enough: both depend only on the group's tiles, never on the split.
+            let distinct = part.gaussians.len() - block_start;
+            if (t + 1) % GROUP_TILES == 0 || t + 1 == end || distinct >= BLOCK_TARGET {
+                close(&mut part, &mut slot, &mut block_start, &mut block_rows);
+            }
         }
         part
     });
@@ -342,10 +378,7 @@ pub fn build(
             block_gaussians.push(g);
         }
     }
-    let lists: Vec<u32> = parts
-        .iter()
-        .flat_map(|p| p.gaussians.iter().copied())
-        .collect();
+    let lists = concat(&parts, |p| &p.gaussians, |g| g);
     let (visible, visible_ptr, positions) = transpose_lists(&lists, gaussians);
     let mut op = CpuOperator {
         rows,
@@ -354,11 +387,8 @@ pub fn build(
         block_rows,
         block_gaussians,
         gaussians: lists,
-        local: parts.iter().flat_map(|p| p.local.iter().copied()).collect(),
-        weights: Weights::new(
-            parts.iter().flat_map(|p| p.weights.iter().copied()),
-            precision,
-        ),
+        local: concat(&parts, |p| &p.local, |k| k),
+        weights: Weights::concat(&parts, precision),
         visible,
         visible_ptr,
         positions,
@@ -370,6 +400,16 @@ pub fn build(
         visible: op.visible_split(workers),
     };
     Ok(op)
+}
+
+/// One field of every part, converted by `f`, in one allocation of the exact size
+/// (a collect over chained parts would grow, and copy, its buffer many times).
+fn concat<T: Copy, U>(parts: &[Part], field: impl Fn(&Part) -> &[T], f: impl Fn(T) -> U) -> Vec<U> {
+    let mut out = Vec::with_capacity(parts.iter().map(|p| field(p).len()).sum());
+    for p in parts {
+        out.extend(field(p).iter().map(|&v| f(v)));
+    }
+    out
 }
 
 /// The Gaussians of the block lists, ascending, each with its positions in `lists`
@@ -639,14 +679,92 @@ fn spmm_typed<W: Weight>(
                 for b in blocks {
                     let blk = block(op, w, b);
                     gather_rows(blk.list, x, c, lanes, &mut lx);
-                    block_row_sums(ch, &blk, &lx, |r, acc| {
-                        let o = (r - base) * c;
-                        chunk[o..o + c].copy_from_slice(&ch.view(acc)[..c]);
-                    });
+                    let first = (blk.rows.start - base) * c;
+                    let out = &mut chunk[first..first + blk.rows.len() * c];
+                    forward_block(ch, &blk, &lx, c, out);
                 }
             },
         );
     })
+}
+
+/// `out = W_b·lx` over the rows of block `b` (`out`: `[rows, c]`, from the block's
+/// first row). Compiled for the CPU's widest vector unit as well (the same
+/// operations, so the same bits).
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn forward_block<W: Weight, C: Channels>(
+    ch: C,
+    blk: &Block<'_, W>,
+    lx: &[f32],
+    c: usize,
+    out: &mut [f32],
+) {
+    let first = blk.rows.start;
+    block_row_sums(ch, blk, lx, |r, acc| {
+        let o = (r - first) * c;
+        out[o..o + c].copy_from_slice(&ch.view(acc)[..c]);
+    });
+}
+
+/// `ld += W_bᵀ·d_out` over the rows of block `b` (`d_out`: `[rows, c]` of the whole
+/// operator). Compiled for the CPU's widest vector unit as well.
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn scatter_block<W: Weight, C: Channels>(
+    ch: C,
+    blk: &Block<'_, W>,
+    d_out: &[f32],
+    c: usize,
+    ld: &mut [f32],
+) {
+    for r in blk.rows.clone() {
+        let mut d = zeros(ch);
+        ch.view_mut(&mut d)[..c].copy_from_slice(&d_out[r * c..r * c + c]);
+        row_scatter(ch, blk, r, &d, ld);
+    }
+}
+
+/// `out[g] += Σ slots[positions]` for the visible Gaussians `is` (`out` starts at
+/// Gaussian `vis[is.start]`). Compiled for the CPU's widest vector unit as well.
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn reduce_slots<C: Channels>(
+    ch: C,
+    op: &CpuOperator,
+    slots: &[f32],
+    c: usize,
+    is: std::ops::Range<usize>,
+    base: usize,
+    out: &mut [f32],
+) {
+    let lanes = ch.n();
+    let (vis, positions) = (&op.visible, &op.positions);
+    assert!(slots.len() == op.gaussians.len() * lanes);
+    let end = is.end;
+    for i in is {
+        // A Gaussian's slots lie in different blocks, far apart: fetch those of the
+        // Gaussian `AHEAD` places on while this one is summed.
+        if i + AHEAD < end {
+            let (q0, q1) = (
+                op.visible_ptr[i + AHEAD] as usize,
+                op.visible_ptr[i + AHEAD + 1] as usize,
+            );
+            for &pos in &positions[q0..q1] {
+                let at = slots.as_ptr().wrapping_add(pos as usize * lanes);
+                prefetch(at);
+                prefetch(at.wrapping_add(lanes - 1));
+            }
+        }
+        let (p0, p1) = (op.visible_ptr[i] as usize, op.visible_ptr[i + 1] as usize);
+        let mut acc = C::zeros();
+        for &pos in &positions[p0..p1] {
+            // SAFETY: `build` makes every position smaller than the number of
+            // listed Gaussians, and slots holds that many × lanes floats (checked).
+            unsafe { ch.axpy_ptr(&mut acc, 1.0, slots.as_ptr().add(pos as usize * lanes)) };
+        }
+        let g = vis[i] as usize * c - base;
+        for (o, a) in out[g..g + c].iter_mut().zip(ch.view(&acc)) {
+            *o += a;
+        }
+    }
 }
 
 /// A transposed product in two deterministic passes: `per_block(b, ld, work)` adds
@@ -716,23 +834,9 @@ pub(crate) fn transposed_with<C: Channels, T: Default + Send>(
             vis.last().map_or(0, |&g| (g as usize + 1) * c)
         }
     };
-    assert!(slots.len() == op.gaussians.len() * lanes);
     workers.for_ranges(&vranges, d_x, bound, |is, chunk| {
         let base = bound(is.start);
-        let positions = &op.positions;
-        for i in is {
-            let (p0, p1) = (op.visible_ptr[i] as usize, op.visible_ptr[i + 1] as usize);
-            let mut acc = C::zeros();
-            for &pos in &positions[p0..p1] {
-                // SAFETY: `build` makes every position smaller than the number of
-                // listed Gaussians, and slots holds that many × lanes floats.
-                unsafe { ch.axpy_ptr(&mut acc, 1.0, slots.as_ptr().add(pos as usize * lanes)) };
-            }
-            let g = vis[i] as usize * c - base;
-            for (o, a) in chunk[g..g + c].iter_mut().zip(ch.view(&acc)) {
-                *o += a;
-            }
-        }
+        reduce_slots(ch, op, slots, c, is, base, chunk);
     });
     sums.iter().fold((0.0, 0.0), |a, s| (a.0 + s.0, a.1 + s.1))
 }
@@ -764,12 +868,7 @@ fn spmm_t_typed<W: Weight>(
 ) {
     with_lanes!(c, ch => {
         transposed(workers, scratch, op, ch, c, d_x, |b, ld, _| {
-            let blk = block(op, w, b);
-            for r in blk.rows.clone() {
-                let mut d = zeros(ch);
-                ch.view_mut(&mut d)[..c].copy_from_slice(&d_out[r * c..r * c + c]);
-                row_scatter(ch, &blk, r, &d, ld);
-            }
+            scatter_block(ch, &block(op, w, b), d_out, c, ld);
             (0.0, 0.0)
         });
     })
@@ -862,12 +961,32 @@ fn fused_block<W: Weight, C: Channels>(
     sums
 }
 
+/// How far ahead the gathers prefetch (Gaussians).
+const AHEAD: usize = 8;
+
+/// Asks the CPU to start loading the cache line holding `p` into its caches.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: a prefetch is only a hint: it never dereferences the address and
+        // never faults, whatever `p` points to.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Appends the block's rows of `x` to `buf` (`[list, lanes]`, padding lanes zero).
 #[inline(always)]
 fn gather_more(list: &[u32], x: &[f32], c: usize, lanes: usize, buf: &mut Vec<f32>) {
     let start = buf.len();
     buf.resize(start + list.len() * lanes, 0.0);
-    for (dst, &g) in buf[start..].chunks_exact_mut(lanes).zip(list) {
+    for (j, (dst, &g)) in buf[start..].chunks_exact_mut(lanes).zip(list).enumerate() {
+        if let Some(&h) = list.get(j + AHEAD) {
+            prefetch(x.as_ptr().wrapping_add(h as usize * c));
+        }
         let src = &x[g as usize * c..g as usize * c + c];
         // An element loop: `copy_from_slice` calls memcpy, slow for 3 floats.
         for (d, v) in dst.iter_mut().zip(src) {
@@ -893,6 +1012,25 @@ mod tests {
                 "bits {bits:#06x}"
             );
         }
+    }
+
+    #[test]
+    fn tile_ranges_move_to_whole_groups() {
+        let g = GROUP_TILES;
+        let ranges = group_ranges(
+            vec![0..3, 3..g + 1, g + 1..g + 2, g + 2..5 * g + 3],
+            5 * g + 3,
+        );
+        // Every tile once, in order, each range ending on a group boundary (or the end).
+        assert_eq!(ranges.first().map(|r| r.start), Some(0));
+        assert_eq!(ranges.last().map(|r| r.end), Some(5 * g + 3));
+        for w in ranges.windows(2) {
+            assert_eq!(w[0].end, w[1].start);
+            assert_eq!(w[0].end % g, 0, "{ranges:?}");
+        }
+        assert!(ranges.iter().all(|r| !r.is_empty()));
+        assert_eq!(group_ranges(vec![0..2], 2), vec![0..2]);
+        assert!(group_ranges(Vec::new(), 0).is_empty());
     }
 
     #[test]

@@ -553,7 +553,7 @@ mod tests {
         let one = CpuBackend::new(1);
         let two = CpuBackend::new(2);
         for p in PRECISIONS {
-            let op = operator_of(&one, &mut rng, n, (400, 270), p);
+            let op = operator_of(&one, &mut rng, n, (480, 320), p);
             // Several block ranges and several ranges of the reduction.
             assert!(op.nnz() >= 1 << 15, "{} non-zeros: one task only", op.nnz());
             assert!(
