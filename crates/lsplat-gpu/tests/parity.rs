@@ -106,6 +106,68 @@ fn projection_and_bins_match<R: Runtime>(gpu: &GpuBackend<R>) {
     }
 }
 
+/// Per element of a `[pixels, c]` output: whether its pixel's row of the operator holds
+/// a splat that the GPU's tile sort put elsewhere than the CPU's. The GPU sorts by f32
+/// depths, the CPU by f32-rounded f64 depths, so two splats less than an ulp apart may
+/// swap, and every pixel both cover then composites them in the other order (seed
+/// 1795784271462833914: 8 sorted entries, 102 of 12 779 pixels). Asserts that such
+/// swaps are rare and excuse few pixels.
+fn swapped_pixels<R: Runtime>(
+    gpu: &GpuBackend<R>,
+    cpu: &CpuBackend,
+    (pc, bc, sc): (
+        &lsplat_cpu::project::CpuProjection,
+        &lsplat_cpu::bins::CpuBins,
+        &PixelSet<CpuBackend>,
+    ),
+    (bg, off): (&<GpuBackend<R> as Backend>::Bins, &[u32]),
+    n: usize,
+    c: usize,
+) -> Vec<bool> {
+    let (offsets, sorted) = bg.download(gpu).unwrap();
+    assert_eq!(offsets, bc.tile_offsets, "tile offsets");
+    let op = cpu
+        .build_operator(pc, bc, sc, n, WeightPrecision::F32)
+        .unwrap();
+    let mut rows = vec![false; op.rows()];
+    let mut moved_total = 0;
+    for t in 0..off.len() - 1 {
+        let list = bc.tile_offsets[t] as usize..bc.tile_offsets[t + 1] as usize;
+        let moved: Vec<u32> = list
+            .filter(|&i| bc.sorted[i] != sorted[i])
+            .map(|i| bc.sorted[i])
+            .collect();
+        moved_total += moved.len();
+        if !moved.is_empty() {
+            for (r, row) in rows[off[t] as usize..off[t + 1] as usize]
+                .iter_mut()
+                .enumerate()
+            {
+                let r = off[t] as usize + r;
+                *row = op.row(r).iter().any(|&(g, _)| moved.contains(&g));
+            }
+        }
+    }
+    let excused = rows.iter().filter(|&&b| b).count();
+    assert!(
+        moved_total <= allowed(sorted.len()) && excused <= 2 + rows.len() / 50,
+        "{moved_total} sorted entries differ, {excused} of {} pixels excused",
+        rows.len()
+    );
+    rows.iter()
+        .flat_map(|&b| std::iter::repeat_n(b, c))
+        .collect()
+}
+
+/// `gpu` with the excused elements replaced by the CPU's.
+fn excuse(gpu: &[f32], cpu: &[f32], excused: &[bool]) -> Vec<f32> {
+    gpu.iter()
+        .zip(cpu)
+        .zip(excused)
+        .map(|((&a, &b), &e)| if e { b } else { a })
+        .collect()
+}
+
 fn raster_forward_backward_operator_match<R: Runtime>(gpu: &GpuBackend<R>) {
     let cpu = CpuBackend::new(1);
     let mut rng = Rng::new(seed());
@@ -132,9 +194,10 @@ fn raster_forward_backward_operator_match<R: Runtime>(gpu: &GpuBackend<R>) {
         gpu.fill(&mut og, f32::NAN).unwrap();
         gpu.rasterize(&pg, &bg, &sg, &xg, c, &mut og).unwrap();
         let tol = allowed(oc.len());
+        let excused = swapped_pixels(gpu, &cpu, (&pc, &bc, &sc), (&bg, &off), n, c);
         compare(
             "rasterize",
-            &gpu.download(&og).unwrap(),
+            &excuse(&gpu.download(&og).unwrap(), &oc, &excused),
             &oc,
             1e-5,
             1e-4,
@@ -184,7 +247,8 @@ fn raster_forward_backward_operator_match<R: Runtime>(gpu: &GpuBackend<R>) {
                 WeightPrecision::F16 => (5e-4, 1e-3),
                 WeightPrecision::Bf16 => (4e-3, 8e-3),
             };
-            compare("spmm", &gpu.download(&yg).unwrap(), &yc, atol, rtol, tol);
+            let yg = excuse(&gpu.download(&yg).unwrap(), &yc, &excused);
+            compare("spmm", &yg, &yc, atol, rtol, tol);
             if prec == WeightPrecision::F32 {
                 compare("spmm vs rasterize", &yc, &oc, 1e-5, 1e-5, 0);
             }
