@@ -28,7 +28,7 @@ use lsplat_device::{
 
 use crate::bins::CpuBins;
 use crate::channels::{MAX_CHANNELS, with_channels};
-use crate::operator::{CpuOperator, ProductScratch};
+use crate::operator::{BuildScratch, CpuOperator, ProductScratch};
 use crate::pool::Workers;
 use crate::project::{CpuGeometry, CpuProjection};
 use crate::raster::{Pixels, TileScratch};
@@ -39,6 +39,7 @@ pub struct CpuBackend {
     scratch: Mutex<Vec<f32>>,
     tiles: TileScratch,
     products: ProductScratch,
+    build: BuildScratch,
 }
 
 impl CpuBackend {
@@ -48,11 +49,13 @@ impl CpuBackend {
         // tile_ranges splits into at most 8 tasks per worker.
         let tiles = TileScratch::new(8 * workers.threads());
         let products = ProductScratch::new(8 * workers.threads());
+        let build = BuildScratch::new(8 * workers.threads());
         CpuBackend {
             workers,
             scratch: Mutex::new(Vec::new()),
             tiles,
             products,
+            build,
         }
     }
 
@@ -296,6 +299,7 @@ impl Backend for CpuBackend {
         operator::build(
             &self.workers,
             &self.tiles,
+            &self.build,
             &projection.splats,
             bins,
             pixels(set),

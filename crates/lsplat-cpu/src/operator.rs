@@ -107,7 +107,7 @@ impl Weight for bf16 {
 
 impl Weights {
     /// The parts' weights one after the other, stored at precision `p`.
-    fn concat(parts: &[Part], p: WeightPrecision) -> Self {
+    fn concat(parts: &[&Part], p: WeightPrecision) -> Self {
         match p {
             WeightPrecision::F32 => Weights::F32(concat(parts, |q| &q.weights, |w| w)),
             WeightPrecision::F16 => Weights::F16(concat(parts, |q| &q.weights, f16::from_f32)),
@@ -271,21 +271,66 @@ impl CpuOperator {
     }
 }
 
-/// What one build task produced for its tiles.
+/// What one build task produced for its tiles. Kept between builds (in
+/// [`BuildScratch`]), so its buffers are reused instead of grown, and their pages
+/// faulted in, again for every camera.
 #[derive(Default)]
-struct Part {
+pub struct Part {
     lens: Vec<u32>,
     local: Vec<u16>,
     weights: Vec<f32>,
     /// (rows, distinct Gaussians) of each block.
     blocks: Vec<(u32, u32)>,
     gaussians: Vec<u32>,
+    /// Gaussian → index in the current block's list (+1; 0 = none): all zero between
+    /// blocks.
+    slot: Vec<u32>,
+}
+
+impl Part {
+    /// Empties the part for a build over `gaussians` Gaussians, keeping its buffers.
+    fn reset(&mut self, gaussians: usize) {
+        self.lens.clear();
+        self.local.clear();
+        self.weights.clear();
+        self.blocks.clear();
+        self.gaussians.clear();
+        if self.slot.len() != gaussians || self.slot.iter().any(|&s| s != 0) {
+            self.slot.clear();
+            self.slot.resize(gaussians, 0);
+        }
+    }
+
+    /// Ends the current block (started at list entry `start`, `rows` rows so far).
+    fn close(&mut self, start: &mut usize, rows: &mut u32) {
+        if *rows > 0 {
+            self.blocks
+                .push((*rows, (self.gaussians.len() - *start) as u32));
+        }
+        for &g in &self.gaussians[*start..] {
+            self.slot[g as usize] = 0;
+        }
+        *start = self.gaussians.len();
+        *rows = 0;
+    }
+}
+
+/// The build tasks' parts, reused from one build to the next (one build at a time
+/// holds them all, from its first task until its parts are concatenated).
+pub struct BuildScratch(std::sync::Mutex<TaskScratch<Part>>);
+
+impl BuildScratch {
+    /// Parts for up to `tasks` build tasks.
+    pub fn new(tasks: usize) -> Self {
+        BuildScratch(std::sync::Mutex::new(TaskScratch::new(tasks)))
+    }
 }
 
 /// Builds W for the pixel set with exactly the rasterizer's rules.
 pub fn build(
     workers: &Workers,
     scratch: &TileScratch,
+    kept: &BuildScratch,
     splats: &[ProjSplat],
     bins: &CpuBins,
     px: Pixels<'_>,
@@ -294,25 +339,14 @@ pub fn build(
 ) -> Result<CpuOperator, String> {
     let ranges = group_ranges(tile_ranges(workers, &px, bins), px.tile_offsets.len() - 1);
     let offs = px.tile_offsets;
-    let parts = workers.map_ranges(&ranges, |tiles| {
-        let mut part = Part::default();
+    let kept = kept.0.lock().unwrap_or_else(|e| e.into_inner());
+    workers.map_ranges(&ranges, |tiles| {
+        let mut part = kept.slot(&ranges, &tiles);
+        part.reset(gaussians);
         let mut walker = scratch.slot(&ranges, &tiles);
-        // Gaussian → index in the current block's list (+1; 0 = none).
-        let mut slot: Vec<u32> = vec![0; gaussians];
         let mut row: Vec<(u32, f32)> = Vec::new();
-        let mut block_start = part.gaussians.len();
+        let mut block_start = 0;
         let mut block_rows = 0u32;
-        let close = |part: &mut Part, slot: &mut [u32], start: &mut usize, rows: &mut u32| {
-            if *rows > 0 {
-                part.blocks
-                    .push((*rows, (part.gaussians.len() - *start) as u32));
-            }
-            for &g in &part.gaussians[*start..] {
-                slot[g as usize] = 0;
-            }
-            *start = part.gaussians.len();
-            *rows = 0;
-        };
         let end = tiles.end;
         for t in tiles {
             if offs[t] != offs[t + 1] {
@@ -324,10 +358,11 @@ pub fn build(
                     walker.walk(list, cx, cy, |_, g, w| row.push((g, w)));
                     let distinct = part.gaussians.len() - block_start;
                     if block_rows > 0 && distinct + row.len() > BLOCK_GAUSSIANS {
-                        close(&mut part, &mut slot, &mut block_start, &mut block_rows);
+                        part.close(&mut block_start, &mut block_rows);
                     }
+                    let part = &mut *part;
                     for &(g, w) in &row {
-                        let s = &mut slot[g as usize];
+                        let s = &mut part.slot[g as usize];
                         if *s == 0 {
                             part.gaussians.push(g);
                             *s = (part.gaussians.len() - block_start) as u32;
@@ -343,11 +378,13 @@ pub fn build(
             // enough: both depend only on the group's tiles, never on the split.
             let distinct = part.gaussians.len() - block_start;
             if (t + 1) % GROUP_TILES == 0 || t + 1 == end || distinct >= BLOCK_TARGET {
-                close(&mut part, &mut slot, &mut block_start, &mut block_rows);
+                part.close(&mut block_start, &mut block_rows);
             }
         }
-        part
     });
+    // Each range had its own part (at most as many ranges as parts).
+    let parts: Vec<_> = ranges.iter().map(|r| kept.slot(&ranges, r)).collect();
+    let parts: Vec<&Part> = parts.iter().map(|g| &**g).collect();
     let rows = px.pixels.len();
     let nnz: usize = parts.iter().map(|p| p.local.len()).sum();
     if nnz >= u32::MAX as usize {
@@ -404,7 +441,11 @@ pub fn build(
 
 /// One field of every part, converted by `f`, in one allocation of the exact size
 /// (a collect over chained parts would grow, and copy, its buffer many times).
-fn concat<T: Copy, U>(parts: &[Part], field: impl Fn(&Part) -> &[T], f: impl Fn(T) -> U) -> Vec<U> {
+fn concat<T: Copy, U>(
+    parts: &[&Part],
+    field: impl Fn(&Part) -> &[T],
+    f: impl Fn(T) -> U,
+) -> Vec<U> {
     let mut out = Vec::with_capacity(parts.iter().map(|p| field(p).len()).sum());
     for p in parts {
         out.extend(field(p).iter().map(|&v| f(v)));

@@ -547,6 +547,40 @@ mod tests {
     }
 
     #[test]
+    fn a_build_does_not_depend_on_the_builds_before_it() {
+        // The build keeps its per-task buffers between builds: a second build of the
+        // same camera, after builds of other scenes and sizes, must be the same.
+        let dev = CpuBackend::new(2);
+        let mut rng = Rng::new(7);
+        let first = operator_of(
+            &dev,
+            &mut Rng::new(11),
+            3000,
+            (300, 200),
+            WeightPrecision::F32,
+        );
+        for (n, size) in [(5000, (480, 320)), (200, (64, 48))] {
+            operator_of(&dev, &mut rng, n, size, WeightPrecision::F32);
+        }
+        let again = operator_of(
+            &dev,
+            &mut Rng::new(11),
+            3000,
+            (300, 200),
+            WeightPrecision::F32,
+        );
+        assert!(first.nnz() > 1 << 15 && first.blocks() > 16);
+        assert_eq!((first.rows(), first.nnz()), (again.rows(), again.nnz()));
+        assert_eq!(
+            (first.blocks(), first.listed()),
+            (again.blocks(), again.listed())
+        );
+        for r in 0..first.rows() {
+            assert_eq!(first.row(r), again.row(r), "row {r}");
+        }
+    }
+
+    #[test]
     fn results_do_not_depend_on_workers_or_the_run() {
         let mut rng = Rng::new(3);
         let n = 6000;
