@@ -16,11 +16,21 @@ __device__ __forceinline__ bool lv2_above(float a, float b) {
   return a == a && (b != b || a > b);
 }
 
-// f64 dot product of n floats, summed in index order.
+// LV2_DOT_LANES partial sums added pairwise: ((0+1)+(2+3))+((4+5)+(6+7)).
+__device__ __forceinline__ double lv2_pairwise(double* acc) {
+  for (u32 step = 1; step < LV2_DOT_LANES; step *= 2) {
+    for (u32 i = 0; i < LV2_DOT_LANES; i += 2 * step) acc[i] += acc[i + step];
+  }
+  return acc[0];
+}
+
+// f64 dot product of n floats: LV2_DOT_LANES partial sums (element j into partial
+// j mod LV2_DOT_LANES, in index order), then the partials added pairwise.
 __device__ __forceinline__ double lv2_dot(const float* a, const float* b, u32 n) {
-  double s = 0.0;
-  for (u32 j = 0; j < n; ++j) s += (double)a[j] * (double)b[j];
-  return s;
+  double acc[LV2_DOT_LANES];
+  for (u32 l = 0; l < LV2_DOT_LANES; ++l) acc[l] = 0.0;
+  for (u32 j = 0; j < n; ++j) acc[j % LV2_DOT_LANES] += (double)a[j] * (double)b[j];
+  return lv2_pairwise(acc);
 }
 
 // The top LV2_K of one row of LV2_CODES logits (descending; ties to the lower index)
@@ -218,18 +228,19 @@ extern "C" __global__ void lv2_cosine(u32 items, const float* w, const u32* mask
     double g = (double)gnorm[r];
     double gw[LV2_CODES];
     for (u32 m = 0; m < LV2_CODES; ++m) gw[m] = 0.0;
-    double a = 0.0;
+    double pa[LV2_DOT_LANES], pq[LV2_DOT_LANES];
+    for (u32 l = 0; l < LV2_DOT_LANES; ++l) pa[l] = pq[l] = 0.0;
     for (u32 c = 0; c < LV2_CODES; ++c) {
       if (wp[c] == 0.0f) continue;
       double wc = (double)wp[c];
-      a += wc * (double)b[c];
+      pa[c % LV2_DOT_LANES] += wc * (double)b[c];
       const float* gr = gram + (u64)c * LV2_CODES;
-      for (u32 m = 0; m < LV2_CODES; ++m) gw[m] += wc * (double)gr[m];
+      for (u32 m = 0; m < LV2_CODES; ++m) gw[m] = fma(wc, (double)gr[m], gw[m]);
     }
-    double q = 0.0;
     for (u32 c = 0; c < LV2_CODES; ++c) {
-      if (wp[c] != 0.0f) q += (double)wp[c] * gw[c];
+      if (wp[c] != 0.0f) pq[c % LV2_DOT_LANES] += (double)wp[c] * gw[c];
     }
+    double a = lv2_pairwise(pa), q = lv2_pairwise(pq);
     float* dw = d_w + p * LV2_CODES;
     if (q <= LV2_TINY_NORM_SQ || g == 0.0) {
       for (u32 m = 0; m < LV2_CODES; ++m) dw[m] = 0.0f;

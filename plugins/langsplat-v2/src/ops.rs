@@ -37,6 +37,8 @@ use lsplat_device::{DeviceError, DeviceOp, HostArgs, HostPool, OpKernel, Result}
 
 use crate::{CODES, TINY_NORM_SQ, TOP_K};
 
+const _: () = assert!(CODES.is_multiple_of(DOT_LANES));
+
 /// The plugin's name (its ops' `plugin`).
 pub const PLUGIN: &str = "langsplat-v2";
 
@@ -71,6 +73,7 @@ fn kernel(entry: &'static str, block: u32) -> OpKernel {
             ("LV2_CODES".into(), format!("{CODES}u")),
             ("LV2_K".into(), format!("{TOP_K}u")),
             ("LV2_SUM_THREADS".into(), format!("{SUM_THREADS}u")),
+            ("LV2_DOT_LANES".into(), format!("{DOT_LANES}u")),
             ("LV2_TINY_NORM_SQ".into(), format!("{TINY_NORM_SQ:e}")),
         ],
     }
@@ -131,13 +134,64 @@ fn all_below(op: &'static str, what: &str, data: &[u32], bound: usize) -> Result
     }
 }
 
-/// f64 dot product summed in index order (as `lv2_dot`).
+/// Partial sums of [`dot64`] (`LV2_DOT_LANES`): element j goes to partial j mod 8.
+pub const DOT_LANES: usize = 8;
+
+/// f64 dot product as `lv2_dot` sums it: [`DOT_LANES`] partial sums, element j into
+/// partial j mod [`DOT_LANES`] in index order, then the partials added pairwise
+/// ((0+1)+(2+3))+((4+5)+(6+7)). The partials are independent, so the CPU evaluates
+/// them as vector lanes with the kernel's bits.
+#[inline(always)]
 fn dot64(a: &[f32], b: &[f32]) -> f64 {
-    let mut s = 0.0f64;
-    for (&x, &y) in a.iter().zip(b) {
-        s += f64::from(x) * f64::from(y);
+    let n = a.len().min(b.len());
+    let (ca, cb) = (
+        a[..n].chunks_exact(DOT_LANES),
+        b[..n].chunks_exact(DOT_LANES),
+    );
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    let mut acc = [0.0f64; DOT_LANES];
+    for (x, y) in ca.zip(cb) {
+        for l in 0..DOT_LANES {
+            acc[l] += f64::from(x[l]) * f64::from(y[l]);
+        }
     }
-    s
+    for ((o, &x), &y) in acc.iter_mut().zip(ra).zip(rb) {
+        *o += f64::from(x) * f64::from(y);
+    }
+    pairwise(acc)
+}
+
+/// The partial sums of [`dot64`] added pairwise: ((0+1)+(2+3))+((4+5)+(6+7))
+/// (`lv2_pairwise`).
+#[inline(always)]
+fn pairwise(mut acc: [f64; DOT_LANES]) -> f64 {
+    let mut step = 1;
+    while step < DOT_LANES {
+        for i in (0..DOT_LANES).step_by(2 * step) {
+            acc[i] += acc[i + step];
+        }
+        step *= 2;
+    }
+    acc[0]
+}
+
+/// Σ_c w_c·x_c over the codes with w_c ≠ 0 (the kernels' sums), in [`dot64`]'s order:
+/// term c into partial c mod [`DOT_LANES`], then [`pairwise`]. Unless `SKIP`, the
+/// terms with w_c = 0 are added too: for finite x they are exact zeros, which leave a
+/// partial's bits unchanged (a partial that starts at +0 never becomes −0), and the
+/// loop has no branch.
+#[inline(always)]
+fn sum_nz<const SKIP: bool>(w: &[f64; CODES], x: &[f64; CODES]) -> f64 {
+    let mut acc = [0.0f64; DOT_LANES];
+    for c0 in (0..CODES).step_by(DOT_LANES) {
+        for l in 0..DOT_LANES {
+            let (wc, xc) = (w[c0 + l], x[c0 + l]);
+            if !SKIP || wc != 0.0 {
+                acc[l] += wc * xc;
+            }
+        }
+    }
+    pairwise(acc)
 }
 
 /// `loss[slot] (+)= scale · Σ rho[..n]` in the kernel's fixed order. Arguments:

@@ -9,9 +9,46 @@ use multiversion::multiversion;
 use super::{BLOCK, PLUGIN, all_below, arity, items_are, kernel, need, scalar_is};
 use crate::CODES;
 
+/// Pixels whose s-terms are summed together, sharing each load and store of s.
+const GROUP: usize = 8;
+/// Rows × columns of s summed in registers at once.
+const TILE_ROWS: usize = 4;
+const TILE_COLS: usize = 8;
+const _: () = assert!(CODES.is_multiple_of(TILE_ROWS) && CODES.is_multiple_of(TILE_COLS));
+
+/// `s[k,m] += Σ_p t[p][k]·w[p][m]` over the [`GROUP`] pixels in order (each term
+/// fused), for the tiles that hold an entry with m ≥ k; `t[p][k] = c2_p·w_pk`. A pixel
+/// slot left at zero adds exact zeros. Entries below the diagonal inside a tile are
+/// summed too, and never read.
+#[inline(always)]
+fn add_s_group(t: &[[f64; CODES]; GROUP], w: &[[f64; CODES]; GROUP], pss: &mut [f64]) {
+    let pss = &mut pss[..CODES * CODES];
+    for k0 in (0..CODES).step_by(TILE_ROWS) {
+        for m0 in (k0 / TILE_COLS * TILE_COLS..CODES).step_by(TILE_COLS) {
+            let mut acc = [[0.0f64; TILE_COLS]; TILE_ROWS];
+            for (r, a) in acc.iter_mut().enumerate() {
+                a.copy_from_slice(&pss[(k0 + r) * CODES + m0..][..TILE_COLS]);
+            }
+            for p in 0..GROUP {
+                let wm: &[f64; TILE_COLS] = w[p][m0..m0 + TILE_COLS].try_into().unwrap();
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let tk = t[p][k0 + r];
+                    for l in 0..TILE_COLS {
+                        a[l] = tk.mul_add(wm[l], a[l]);
+                    }
+                }
+            }
+            for (r, a) in acc.iter().enumerate() {
+                pss[(k0 + r) * CODES + m0..][..TILE_COLS].copy_from_slice(a);
+            }
+        }
+    }
+}
+
 /// Adds pixels `ps`' terms to the pieces `u` `[rows·C]` and `s` `[C·C]` (upper
-/// triangle), in pixel order. Compiled for the CPU's widest vector unit as well (the
-/// same operations, so the same bits).
+/// triangle), in pixel order; s [`GROUP`] pixels at a time. Pixels with c2 = 0 add
+/// nothing to s, nor pixels with c1 = 0 to u. Compiled for the CPU's widest vector
+/// unit as well (the same operations, so the same bits).
 #[multiversion(targets("x86_64+avx2+fma"))]
 fn acc_pixels(
     w: &[f32],
@@ -21,34 +58,39 @@ fn acc_pixels(
     pu: &mut [f64],
     pss: &mut [f64],
 ) {
-    let mut wd = [0.0f64; CODES];
+    let mut wd = [[0.0f64; CODES]; GROUP];
+    let mut t = [[0.0f64; CODES]; GROUP];
+    let mut n = 0;
     for p in ps {
         let (c1, c2) = (f64::from(coef[2 * p]), f64::from(coef[2 * p + 1]));
         if c1 == 0.0 && c2 == 0.0 {
             continue;
         }
-        for (d, &v) in wd.iter_mut().zip(&w[p * CODES..][..CODES]) {
-            *d = f64::from(v);
-        }
+        let wp = &w[p * CODES..][..CODES];
         if c1 != 0.0 {
             let ur = &mut pu[mask[p] as usize * CODES..][..CODES];
-            for (o, &wk) in ur.iter_mut().zip(&wd) {
-                *o += c1 * wk;
+            for (o, &wk) in ur.iter_mut().zip(wp) {
+                *o += c1 * f64::from(wk);
             }
         }
         if c2 != 0.0 {
-            // s is symmetric: only m ≥ k is summed here (mirrored below). Rows
-            // k with w_pk = 0 are skipped (as the kernel skips them); the zero
-            // terms added within a row leave the sums' bits unchanged.
-            for (k, (row, &wk)) in pss.chunks_exact_mut(CODES).zip(&wd).enumerate() {
-                if wk != 0.0 {
-                    let t = c2 * wk;
-                    for (o, &wm) in row[k..].iter_mut().zip(&wd[k..]) {
-                        *o += t * wm;
-                    }
-                }
+            for ((d, e), &v) in wd[n].iter_mut().zip(t[n].iter_mut()).zip(wp) {
+                *d = f64::from(v);
+                *e = c2 * *d;
+            }
+            n += 1;
+            if n == GROUP {
+                add_s_group(&t, &wd, pss);
+                n = 0;
             }
         }
+    }
+    if n > 0 {
+        for (d, e) in wd[n..].iter_mut().zip(t[n..].iter_mut()) {
+            d.fill(0.0);
+            e.fill(0.0);
+        }
+        add_s_group(&t, &wd, pss);
     }
 }
 
@@ -59,8 +101,8 @@ fn acc_pixels(
 /// pixels (u32 scalar, = `self.pixels`); items = rows·C + C².
 ///
 /// The kernel sums each entry over the pixels in order; the CPU sums blocks of pixels
-/// in parallel and adds the blocks in order, and sums s's upper triangle only (both in
-/// f64, deterministic; they differ in rounding only).
+/// in parallel and adds the blocks in order, sums s's upper triangle only, and fuses
+/// s's terms (both in f64, deterministic; they differ in rounding only).
 #[derive(Debug)]
 pub struct AccOp {
     /// Rows of the ground-truth table.

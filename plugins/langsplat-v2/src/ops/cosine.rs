@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use lsplat_device::{DeviceOp, HostArgs, HostPool, OpKernel, Result};
 use multiversion::multiversion;
 
-use super::{BLOCK, PLUGIN, all_below, arity, dot64, items_are, kernel, need, scalar_is};
+use super::{BLOCK, PLUGIN, all_below, arity, dot64, items_are, kernel, need, scalar_is, sum_nz};
 use crate::{CODES, TINY_NORM_SQ};
 
 /// `table·codebookᵀ`, `codebook·codebookᵀ` and the table rows' norms (as
@@ -64,24 +64,31 @@ impl DeviceOp for PrepOp {
         self.check(items, &lens)?;
         scalar_is(self.name(), "dim", a.scalar_u32(5)?, self.dim)?;
         let (rows, dim) = (self.rows, self.dim);
-        let code = |c: usize| &codebook[c * dim..][..dim];
         let row = |r: usize| &table[r * dim..][..dim];
+        let codes = &codebook[..CODES * dim];
         pool.for_rows(rows, &mut bg[..rows * CODES], CODES, &|_, rs, out| {
             for (r, o) in rs.zip(out.chunks_exact_mut(CODES)) {
-                for (c, v) in o.iter_mut().enumerate() {
-                    *v = dot64(row(r), code(c)) as f32;
-                }
+                dot_rows(row(r), codes, dim, o);
             }
             0.0
         });
+        // Upper triangle (dot products commute exactly), mirrored below.
         pool.for_rows(CODES, &mut gram[..CODES * CODES], CODES, &|_, rs, out| {
             for (i, o) in rs.zip(out.chunks_exact_mut(CODES)) {
-                for (j, v) in o.iter_mut().enumerate() {
-                    *v = dot64(code(i), code(j)) as f32;
-                }
+                dot_rows(
+                    &codes[i * dim..][..dim],
+                    &codes[i * dim..],
+                    dim,
+                    &mut o[i..],
+                );
             }
             0.0
         });
+        for i in 0..CODES {
+            for j in 0..i {
+                gram[i * CODES + j] = gram[j * CODES + i];
+            }
+        }
         pool.for_rows(rows, &mut gnorm[..rows], 1, &|_, rs, out| {
             for (r, v) in rs.zip(out.iter_mut()) {
                 *v = dot64(row(r), row(r)).sqrt() as f32;
@@ -89,6 +96,19 @@ impl DeviceOp for PrepOp {
             0.0
         });
         Ok(())
+    }
+}
+
+/// `out[j] = dot64(a, rows[j·dim..][..dim])` as f32, for each entry of `out`. Compiled
+/// for the CPU's widest vector unit as well (the same operations, so the same bits).
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn dot_rows(a: &[f32], rows: &[f32], dim: usize, out: &mut [f32]) {
+    if dim == 0 {
+        out.fill(0.0);
+        return;
+    }
+    for (o, r) in out.iter_mut().zip(rows.chunks_exact(dim)) {
+        *o = dot64(a, r) as f32;
     }
 }
 
@@ -103,17 +123,52 @@ pub struct PixelCosine {
     pub c2: f32,
 }
 
-/// Entries of Gw summed together, in registers, per pass over a pixel's non-zero
-/// weights.
-const LANES: usize = 16;
+/// Entries of Gw (of each pixel of a group) summed together in registers, per pass
+/// over the codes.
+const LANES: usize = 8;
 const _: () = assert!(CODES.is_multiple_of(LANES));
+
+/// Pixels whose Gw are summed together, sharing each load of the Gram matrix.
+const GROUP: usize = 4;
+
+/// Gw = gram·w of `P` pixels (`w[p]` widened to f64): gw[p][m] = Σ_c w_pc·gram[c,m],
+/// each term fused (`fma`), in code order, over the non-zero weights when `SKIP`. With
+/// a finite Gram matrix a zero weight adds an exact zero, so both equal the kernel's
+/// sum bit for bit.
+#[inline(always)]
+fn gram_times<const P: usize, const SKIP: bool>(
+    w: &[[f64; CODES]; P],
+    gram: &[f64],
+    gw: &mut [[f64; CODES]; P],
+) {
+    let gram = &gram[..CODES * CODES];
+    for lane0 in (0..CODES).step_by(LANES) {
+        let mut acc = [[0.0f64; LANES]; P];
+        for c in 0..CODES {
+            let gv: &[f64; LANES] = gram[c * CODES + lane0..][..LANES].try_into().unwrap();
+            for p in 0..P {
+                let wc = w[p][c];
+                if SKIP && wc == 0.0 {
+                    continue;
+                }
+                for l in 0..LANES {
+                    acc[p][l] = wc.mul_add(gv[l], acc[p][l]);
+                }
+            }
+        }
+        for p in 0..P {
+            gw[p][lane0..lane0 + LANES].copy_from_slice(&acc[p]);
+        }
+    }
+}
 
 /// One pixel of [`CosineOp`] (the math of [`crate::cosine_pixels`], the kernel's
 /// operations in order): `w`, `bg` (the pixel's row of bg) and `d_w` are `[C]`, `gram`
-/// `[C·C]` (widened to f64), `gnorm` |g|. With a = w·bg, Gw = gram·w, q = w·Gw: a
-/// pixel with q ≤ [`TINY_NORM_SQ`] or |g| = 0 gets ρ = 1 and zero gradient; otherwise
-/// cos = a/(√q |g|) and d_w = c1·bg + c2·Gw. Sums run in f64 over the non-zero
-/// weights in code order.
+/// `[C·C]` (widened to f64), `gnorm` |g|. With a = w·bg, Gw = gram·w, q = w·Gw:
+/// a pixel with q ≤ [`TINY_NORM_SQ`] or |g| = 0 gets ρ = 1 and zero gradient;
+/// otherwise cos = a/(√q |g|) and d_w = c1·bg + c2·Gw. Sums run in f64 over the
+/// non-zero weights: Gw's in code order, each term fused; a's and q's as
+/// [`super::sum_nz`].
 #[inline(always)]
 pub fn cosine_pixel(
     w: &[f32],
@@ -123,35 +178,33 @@ pub fn cosine_pixel(
     grad_scale: f32,
     d_w: &mut [f32],
 ) -> PixelCosine {
-    let (w, bg, d_w) = (&w[..CODES], &bg[..CODES], &mut d_w[..CODES]);
-    let gram = &gram[..CODES * CODES];
+    let mut wide = [[0.0f64; CODES]; 1];
+    for (o, &v) in wide[0].iter_mut().zip(&w[..CODES]) {
+        *o = f64::from(v);
+    }
+    let mut gw = [[0.0f64; CODES]; 1];
+    gram_times::<1, true>(&wide, gram, &mut gw);
+    finish_pixel::<true>(&wide[0], bg, &gw[0], gnorm, grad_scale, d_w)
+}
+
+/// The rest of [`cosine_pixel`] once Gw is known; `SKIP` as [`super::sum_nz`] (false
+/// only where bg and Gw are finite).
+#[inline(always)]
+fn finish_pixel<const SKIP: bool>(
+    w: &[f64; CODES],
+    bg: &[f32],
+    gw: &[f64; CODES],
+    gnorm: f32,
+    grad_scale: f32,
+    d_w: &mut [f32],
+) -> PixelCosine {
+    let (bg, d_w) = (&bg[..CODES], &mut d_w[..CODES]);
     let g = f64::from(gnorm);
-    let mut nz = [(0usize, 0.0f64); CODES];
-    let mut n = 0;
-    let mut a = 0.0f64;
-    for (c, &wc) in w.iter().enumerate() {
-        if wc != 0.0 {
-            let wc = f64::from(wc);
-            a += wc * f64::from(bg[c]);
-            nz[n] = (c, wc);
-            n += 1;
-        }
+    let mut bg64 = [0.0f64; CODES];
+    for (o, &b) in bg64.iter_mut().zip(bg) {
+        *o = f64::from(b);
     }
-    let nz = &nz[..n];
-    let mut gw = [0.0f64; CODES];
-    for (lane0, out) in (0..).step_by(LANES).zip(gw.chunks_exact_mut(LANES)) {
-        let mut acc = [0.0f64; LANES];
-        for &(c, wc) in nz {
-            for (o, &gv) in acc.iter_mut().zip(&gram[c * CODES + lane0..][..LANES]) {
-                *o += wc * gv;
-            }
-        }
-        out.copy_from_slice(&acc);
-    }
-    let mut q = 0.0f64;
-    for &(c, wc) in nz {
-        q += wc * gw[c];
-    }
+    let (a, q) = (sum_nz::<SKIP>(w, &bg64), sum_nz::<SKIP>(w, gw));
     if q <= TINY_NORM_SQ || g == 0.0 {
         d_w.fill(0.0);
         return PixelCosine {
@@ -164,7 +217,7 @@ pub fn cosine_pixel(
     let scale = f64::from(grad_scale);
     let c1 = -scale * inv;
     let c2 = scale * a * inv / q;
-    for ((o, &b), &gv) in d_w.iter_mut().zip(bg).zip(&gw) {
+    for ((o, &b), &gv) in d_w.iter_mut().zip(bg).zip(gw) {
         *o = (c1 * f64::from(b) + c2 * gv) as f32;
     }
     PixelCosine {
@@ -174,9 +227,10 @@ pub fn cosine_pixel(
     }
 }
 
-/// [`cosine_pixel`] for consecutive pixels (`mask`'s length): `w`, `d_w` `[n·C]`,
-/// `rho` `[n]`, `coef` `[2n]` start at the first of them. Compiled for the CPU's
-/// widest vector unit as well (the same operations, so the same bits).
+/// [`cosine_pixel`] for consecutive pixels (`mask`'s length), [`GROUP`] at a time
+/// when bg and the Gram matrix are `finite` (else one at a time): `w`, `d_w` `[n·C]`, `rho`
+/// `[n]`, `coef` `[2n]` start at the first of them. Compiled for the CPU's widest vector unit as well (the same operations, so the
+/// same bits).
 #[multiversion(targets("x86_64+avx2+fma"))]
 fn cosine_chunk(
     w: &[f32],
@@ -185,22 +239,51 @@ fn cosine_chunk(
     gram: &[f64],
     gnorm: &[f32],
     grad_scale: f32,
+    finite: bool,
     d_w: &mut [f32],
     rho: &mut [f32],
     coef: &mut [f32],
 ) {
-    for (j, &r) in mask.iter().enumerate() {
-        let r = r as usize;
-        let px = cosine_pixel(
-            &w[j * CODES..][..CODES],
-            &bg[r * CODES..][..CODES],
-            gram,
-            gnorm[r],
-            grad_scale,
-            &mut d_w[j * CODES..][..CODES],
-        );
-        rho[j] = px.rho;
-        (coef[2 * j], coef[2 * j + 1]) = (px.c1, px.c2);
+    if !finite {
+        for (j, &r) in mask.iter().enumerate() {
+            let r = r as usize;
+            let px = cosine_pixel(
+                &w[j * CODES..][..CODES],
+                &bg[r * CODES..][..CODES],
+                gram,
+                gnorm[r],
+                grad_scale,
+                &mut d_w[j * CODES..][..CODES],
+            );
+            rho[j] = px.rho;
+            (coef[2 * j], coef[2 * j + 1]) = (px.c1, px.c2);
+        }
+        return;
+    }
+    let mut wide = [[0.0f64; CODES]; GROUP];
+    let mut gw = [[0.0f64; CODES]; GROUP];
+    for (j0, rows) in (0..).step_by(GROUP).zip(mask.chunks(GROUP)) {
+        for (p, o) in wide.iter_mut().enumerate() {
+            // A short last group repeats its first pixel (computed, not stored).
+            let src = &w[(j0 + if p < rows.len() { p } else { 0 }) * CODES..][..CODES];
+            for (d, &v) in o.iter_mut().zip(src) {
+                *d = f64::from(v);
+            }
+        }
+        gram_times::<GROUP, false>(&wide, gram, &mut gw);
+        for (p, &r) in rows.iter().enumerate() {
+            let (j, r) = (j0 + p, r as usize);
+            let px = finish_pixel::<false>(
+                &wide[p],
+                &bg[r * CODES..][..CODES],
+                &gw[p],
+                gnorm[r],
+                grad_scale,
+                &mut d_w[j * CODES..][..CODES],
+            );
+            rho[j] = px.rho;
+            (coef[2 * j], coef[2 * j + 1]) = (px.c1, px.c2);
+        }
     }
 }
 
@@ -264,6 +347,10 @@ impl DeviceOp for CosineOp {
         self.check(items, &lens)?;
         all_below(self.name(), "mask", &mask[..items], self.rows)?;
         let outs = Mutex::new((&mut rho[..items], &mut coef[..2 * items]));
+        let finite = gram[..CODES * CODES]
+            .iter()
+            .chain(&bg[..self.rows * CODES])
+            .all(|g| g.is_finite());
         pool.for_rows(items, &mut d_w[..items * CODES], CODES, &|_, rows, d| {
             let (mut lr, mut lc) = ([0.0f32; CHUNK], [0.0f32; 2 * CHUNK]);
             let mut gram64 = [0.0f64; CODES * CODES];
@@ -281,6 +368,7 @@ impl DeviceOp for CosineOp {
                     &gram64,
                     gnorm,
                     grad_scale,
+                    finite,
                     &mut d[k * CODES..(k + used) * CODES],
                     &mut lr[..used],
                     &mut lc[..2 * used],
@@ -292,5 +380,109 @@ impl DeviceOp for CosineOp {
             0.0
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lsplat_core::Rng;
+    use lsplat_device::op::SerialPool;
+    use lsplat_device::{HostArg, HostArgs, Scalar};
+
+    use super::*;
+
+    const V: usize = 23;
+    const ROWS: usize = 3;
+
+    /// Runs [`CosineOp`] on the serial pool; returns d_w, rho and coef.
+    fn run(w: &[f32], mask: &[u32], bg: &[f32], gram: &[f32]) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let gnorm = [1.5f32, 0.0, 2.0];
+        let (mut d_w, mut rho, mut coef) = (vec![0.0; V * CODES], vec![0.0; V], vec![0.0; 2 * V]);
+        let args = vec![
+            HostArg::F32(w),
+            HostArg::U32(mask),
+            HostArg::F32(bg),
+            HostArg::F32(gram),
+            HostArg::F32(&gnorm),
+            HostArg::F32Mut(&mut d_w),
+            HostArg::F32Mut(&mut rho),
+            HostArg::F32Mut(&mut coef),
+            HostArg::Scalar(Scalar::F32(0.25)),
+        ];
+        let op = CosineOp {
+            rows: ROWS,
+            pixels: V,
+        };
+        op.run_cpu(V, &mut HostArgs::new(op.name(), args), &SerialPool)
+            .unwrap();
+        (d_w, rho, coef)
+    }
+
+    /// [`cosine_pixel`] (the kernel's loop: Gw over the non-zero weights) per pixel.
+    fn per_pixel(w: &[f32], mask: &[u32], bg: &[f32], gram: &[f32]) -> Vec<u32> {
+        let gnorm = [1.5f32, 0.0, 2.0];
+        let gram64: Vec<f64> = gram.iter().map(|&g| f64::from(g)).collect();
+        let mut bits = Vec::new();
+        let mut d_w = vec![0.0; CODES];
+        let mut tail = Vec::new();
+        for (p, &r) in mask.iter().enumerate() {
+            let r = r as usize;
+            let px = cosine_pixel(
+                &w[p * CODES..][..CODES],
+                &bg[r * CODES..][..CODES],
+                &gram64,
+                gnorm[r],
+                0.25,
+                &mut d_w,
+            );
+            bits.extend(d_w.iter().map(|v| v.to_bits()));
+            tail.extend([px.rho, px.c1, px.c2].map(f32::to_bits));
+        }
+        bits.extend(tail);
+        bits
+    }
+
+    fn bits_of(out: &(Vec<f32>, Vec<f32>, Vec<f32>)) -> Vec<u32> {
+        let rc = out.1.iter().zip(out.2.chunks_exact(2));
+        let tail = rc.flat_map(|(&r, c)| [r, c[0], c[1]]);
+        out.0
+            .iter()
+            .copied()
+            .chain(tail)
+            .map(f32::to_bits)
+            .collect()
+    }
+
+    /// The grouped, branch-free CPU path (23 pixels: five groups of 4 and a short
+    /// one; some pixels without weights, rows with |g| = 0) equals the per-pixel loop
+    /// over the non-zero weights bit for bit; with a non-finite Gram matrix the op
+    /// falls back to that loop.
+    #[test]
+    fn grouped_pixels_equal_the_kernels_per_pixel_loop() {
+        let mut rng = Rng::new(41);
+        let mut w = vec![0.0f32; V * CODES];
+        for p in (0..V).filter(|p| p % 5 != 2) {
+            for c in 0..CODES {
+                if rng.f32() < 0.6 {
+                    w[p * CODES + c] = rng.f32();
+                }
+            }
+        }
+        let mask: Vec<u32> = (0..V).map(|_| rng.below(ROWS as u64) as u32).collect();
+        let bg: Vec<f32> = (0..ROWS * CODES).map(|_| rng.normal()).collect();
+        let mut gram: Vec<f32> = (0..CODES * CODES).map(|_| rng.normal()).collect();
+        for i in 0..CODES {
+            gram[i * CODES + i] = 20.0 + rng.f32();
+        }
+        let out = run(&w, &mask, &bg, &gram);
+        assert!(out.1.iter().any(|&r| r != 1.0) && out.1.contains(&1.0));
+        assert_eq!(bits_of(&out), per_pixel(&w, &mask, &bg, &gram));
+        gram[CODES + 7] = f32::INFINITY;
+        let out = run(&w, &mask, &bg, &gram);
+        assert!(
+            out.0.iter().any(|v| v.is_nan()),
+            "an infinite entry poisons pixels"
+        );
+        assert_eq!(bits_of(&out), per_pixel(&w, &mask, &bg, &gram));
     }
 }
