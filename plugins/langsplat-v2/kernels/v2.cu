@@ -330,3 +330,23 @@ extern "C" __global__ void lv2_sum(u32 items, const float* rho, float* loss, u32
     loss[slot] = accumulate ? loss[slot] + v : v;
   }
 }
+
+// One thread per word: bit b of bits[i] is set where probe[LV2_VIS_WORD·i + b] != 0
+// (bits past Gaussian n stay clear).
+extern "C" __global__ void lv2_vis_bits(u32 items, const float* probe, u32* bits, u32 n) {
+  for (u64 i = ls_global_id(); i < items; i += ls_global_stride()) {
+    u32 word = 0;
+    for (u32 b = 0; b < LV2_VIS_WORD; ++b) {
+      u64 g = i * LV2_VIS_WORD + b;
+      if (g < n && probe[g] != 0.0f) word |= 1u << b;
+    }
+    bits[i] = word;
+  }
+}
+
+// One thread per Gaussian: vis[g] = 1 where bit g of bits is set.
+extern "C" __global__ void lv2_vis_or(u32 items, const u32* bits, float* vis) {
+  for (u64 g = ls_global_id(); g < items; g += ls_global_stride()) {
+    if ((bits[g / LV2_VIS_WORD] >> (g % LV2_VIS_WORD)) & 1u) vis[g] = 1.0f;
+  }
+}

@@ -59,9 +59,16 @@ pub struct V2State<B: Backend> {
     pub val: B::Buf<f32>,
     /// The loss gradient of `val`.
     pub(crate) d_val: B::Buf<f32>,
-    /// Per Gaussian, non-zero when a batch camera of this step sees it (its summed
-    /// operator weight), or 1 for every Gaussian when a camera has no operator.
+    /// Per Gaussian, 1 when a batch camera of this step sees it (or for every
+    /// Gaussian when a camera has no operator), else 0.
     pub(crate) vis: B::Buf<f32>,
+    /// Per camera (its index in the scene), the bits of the Gaussians it sees
+    /// ([`crate::ops::VisBitsOp`]), made at its first step with an operator.
+    pub(crate) seen_bits: Vec<B::Buf<u32>>,
+    /// Whether `seen_bits[camera]` has been made.
+    pub(crate) seen_known: Vec<bool>,
+    /// Scratch `[N]`: a camera's probe `Wᵀ·1`, from which its bits are made.
+    pub(crate) probe: B::Buf<f32>,
     /// Per Gaussian, the last Adam step its logits, moments and selection hold (lazy
     /// Adam: [`crate::ops::CatchUpOp`] replays the rest).
     pub(crate) last: B::Buf<u32>,
@@ -267,6 +274,11 @@ impl<B: Backend> Model<B> for LangSplatV2 {
                 val: dev.alloc(n * TOP_K)?,
                 d_val: dev.alloc(n * TOP_K)?,
                 vis: dev.alloc(n)?,
+                seen_bits: (0..scene.cameras.len())
+                    .map(|_| dev.alloc(ops::vis_words(n)))
+                    .collect::<Result<_, _>>()?,
+                seen_known: vec![false; scene.cameras.len()],
+                probe: dev.alloc(n)?,
                 last: dev.alloc(n)?,
                 probe_idx: dev.alloc(n)?,
                 ones: dev.upload(&vec![1.0f32; v.max(1)])?,

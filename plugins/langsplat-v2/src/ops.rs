@@ -12,6 +12,8 @@
 //! | [`CosineOp`] | V | w, mask, bg, gram, gnorm, d_w (w), rho (w), coef (w), `grad_scale` |
 //! | [`AccOp`] | rows·C + C² | w, mask, coef, u (w), s (w), `pixels` |
 //! | [`CodebookGradOp`] | C·dim | u, s, table, codebook, d_codebook (+=), `rows` |
+//! | [`VisBitsOp`] | ⌈N/32⌉ | probe, bits (w), `N` |
+//! | [`VisOrOp`] | N | bits, vis (rw) |
 //! | [`SumOp`] | [`SUM_THREADS`] | rho, loss (w), `n`, `slot`, `scale`, `accumulate` |
 //!
 //! C = [`CODES`], K = [`TOP_K`]; (w) marks written buffers, `name` a scalar. A
@@ -24,6 +26,7 @@ mod adam;
 mod cosine;
 mod lazy;
 mod topk;
+mod vis;
 
 pub use acc::{AccOp, CodebookGradOp};
 pub use adam::{AdamSelectOp, GatherAddOp, StepConstants, adam_select_row, pow_int};
@@ -32,6 +35,7 @@ pub use lazy::{CatchUpOp, Constants, Hyper, catch_up_row};
 pub use topk::{
     TopKBackwardOp, TopKOp, select_row, select_row_hinted, topk_backward_row, topk_row,
 };
+pub use vis::{VIS_WORD, VisBitsOp, VisOrOp, vis_words};
 
 use lsplat_device::{DeviceError, DeviceOp, HostArgs, HostPool, OpKernel, Result};
 
@@ -54,6 +58,8 @@ pub fn all() -> Vec<Box<dyn lsplat_device::DeviceOp>> {
         Box::new(CosineOp { rows: 0, pixels: 0 }),
         Box::new(AccOp { rows: 0, pixels: 0 }),
         Box::new(CodebookGradOp { rows: 0, dim: 0 }),
+        Box::new(VisBitsOp { gaussians: 0 }),
+        Box::new(VisOrOp { gaussians: 0 }),
         Box::new(SumOp),
     ]
 }
@@ -74,6 +80,7 @@ fn kernel(entry: &'static str, block: u32) -> OpKernel {
             ("LV2_K".into(), format!("{TOP_K}u")),
             ("LV2_SUM_THREADS".into(), format!("{SUM_THREADS}u")),
             ("LV2_DOT_LANES".into(), format!("{DOT_LANES}u")),
+            ("LV2_VIS_WORD".into(), format!("{VIS_WORD}u")),
             ("LV2_TINY_NORM_SQ".into(), format!("{TINY_NORM_SQ:e}")),
         ],
     }

@@ -4,7 +4,7 @@
 use bevy_ecs::prelude::*;
 use lsplat_device::{AdamParams, Backend, OpArg, Scalar};
 use lsplat_engine::EngineError;
-use lsplat_engine::components::{Cache, GroundTruth, InBatch};
+use lsplat_engine::components::{Cache, CameraView, GroundTruth, InBatch};
 use lsplat_engine::resources::{Dev, Fault, Frames, Metrics, Step, TrainSettings};
 
 use crate::model::V2State;
@@ -76,31 +76,55 @@ pub(crate) fn mark_all<B: Backend>(
     fault.check(dev.0.fill(&mut state.vis, 1.0));
 }
 
-/// The Gaussians the batch cameras see: `vis = Σ_cameras Wᵀ·1`, the summed operator
-/// weight of each Gaussian (zero for one no camera sees).
+/// The Gaussians the batch cameras see: `vis[g] = 1` where a batch camera's operator
+/// has weight on Gaussian g, else 0. A camera's set is probed once (`Wᵀ·1`, a
+/// 1-channel sparse product) and kept as bits: geometry is frozen.
 pub(crate) fn probe_visible<B: Backend>(
     dev: Res<Dev<B>>,
     mut state: ResMut<V2State<B>>,
-    batch: Query<&Cache<B>, With<InBatch>>,
+    batch: Query<(&Cache<B>, &CameraView), With<InBatch>>,
     mut fault: ResMut<Fault>,
 ) {
     let (dev, st) = (&dev.0, &mut *state);
+    let n = st.gaussians;
     fault.check(dev.fill(&mut st.vis, 0.0));
-    for c in &batch {
-        let r = lsplat_render::cache::backward_sparse(
-            dev,
-            &c.cache,
-            &st.probe_idx,
-            &st.ones,
-            1,
-            1,
-            &mut st.vis,
-        );
-        // `dense_needed` routes a camera without an operator to `mark_all`.
-        if let Ok(false) = r {
-            fault.check(dev.fill(&mut st.vis, 1.0));
+    for (c, view) in &batch {
+        let k = view.index;
+        if !st.seen_known[k] {
+            fault.check(dev.fill(&mut st.probe, 0.0));
+            let r = lsplat_render::cache::backward_sparse(
+                dev,
+                &c.cache,
+                &st.probe_idx,
+                &st.ones,
+                1,
+                1,
+                &mut st.probe,
+            );
+            // `dense_needed` routes a camera without an operator to `mark_all`.
+            if let Ok(false) = r {
+                fault.check(dev.fill(&mut st.vis, 1.0));
+                continue;
+            }
+            if fault.check(r).is_none() {
+                continue;
+            }
+            fault.check(dev.run_op(
+                &ops::VisBitsOp { gaussians: n },
+                ops::vis_words(n),
+                &mut [
+                    OpArg::F32(&st.probe),
+                    OpArg::U32Mut(&mut st.seen_bits[k]),
+                    OpArg::Scalar(Scalar::U32(n as u32)),
+                ],
+            ));
+            st.seen_known[k] = true;
         }
-        fault.check(r);
+        fault.check(dev.run_op(
+            &ops::VisOrOp { gaussians: n },
+            n,
+            &mut [OpArg::U32(&st.seen_bits[k]), OpArg::F32Mut(&mut st.vis)],
+        ));
     }
 }
 

@@ -61,6 +61,16 @@ fn ops() -> Vec<(Box<dyn DeviceOp>, usize, Vec<usize>)> {
             cd,
             vec![rc, cc, ROWS * DIM, cd, cd, 0],
         ),
+        (
+            Box::new(VisBitsOp { gaussians: N }),
+            vis_words(N),
+            vec![N, vis_words(N), 0],
+        ),
+        (
+            Box::new(VisOrOp { gaussians: N }),
+            N,
+            vec![vis_words(N), N],
+        ),
     ]
 }
 
