@@ -33,6 +33,22 @@ __device__ __forceinline__ double lv2_dot(const float* a, const float* b, u32 n)
   return lv2_pairwise(acc);
 }
 
+// e^x for x = logit − max ≤ 0, the same operations as the CPU's exp_le0 (each
+// product-sum an explicit fma, so no compiler contracts differently): n = floor(x·log2e
+// + 1/2), r = x − n·ln2 in two steps, Taylor polynomial of degree LV2_EXP_DEGREE by
+// Horner's rule, times 2^n (exact). 0 below LV2_EXP_MIN; NaN stays NaN.
+__device__ __forceinline__ double lv2_exp(double x) {
+  if (x != x) return x;
+  if (x < LV2_EXP_MIN) return 0.0;
+  const double coefs[LV2_EXP_DEGREE + 1] = LV2_EXP_COEFS;
+  double n = floor(fma(x, LV2_LOG2E, 0.5));
+  double r = fma(-n, LV2_LN2_HI, x);
+  r = fma(-n, LV2_LN2_LO, r);
+  double p = coefs[LV2_EXP_DEGREE];
+  for (int k = (int)LV2_EXP_DEGREE - 1; k >= 0; --k) p = fma(p, r, coefs[k]);
+  return ldexp(p, (int)n);
+}
+
 // The top LV2_K of one row of LV2_CODES logits (descending; ties to the lower index)
 // into si, and the softmax over just those logits into sv.
 __device__ __forceinline__ void lv2_select(const float* row, u32* si, float* sv) {
@@ -57,9 +73,11 @@ __device__ __forceinline__ void lv2_select(const float* row, u32* si, float* sv)
     if (n < LV2_K) ++n;
   }
   double m = (double)sl[0];
+  double e[LV2_K];
+  for (u32 j = 0; j < LV2_K; ++j) e[j] = lv2_exp((double)sl[j] - m);
   double sum = 0.0;
-  for (u32 j = 0; j < LV2_K; ++j) sum += exp((double)sl[j] - m);
-  for (u32 j = 0; j < LV2_K; ++j) sv[j] = (float)(exp((double)sl[j] - m) / sum);
+  for (u32 j = 0; j < LV2_K; ++j) sum += e[j];
+  for (u32 j = 0; j < LV2_K; ++j) sv[j] = (float)(e[j] / sum);
 }
 
 // One thread per Gaussian: its selection (lv2_select) and the dense row holding it.

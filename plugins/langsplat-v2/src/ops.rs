@@ -81,9 +81,22 @@ fn kernel(entry: &'static str, block: u32) -> OpKernel {
             ("LV2_SUM_THREADS".into(), format!("{SUM_THREADS}u")),
             ("LV2_DOT_LANES".into(), format!("{DOT_LANES}u")),
             ("LV2_VIS_WORD".into(), format!("{VIS_WORD}u")),
+            ("LV2_EXP_MIN".into(), format!("{:e}", topk::EXP_MIN)),
+            ("LV2_LOG2E".into(), format!("{:e}", topk::LOG2E)),
+            ("LV2_LN2_HI".into(), format!("{:e}", topk::LN2_HI)),
+            ("LV2_LN2_LO".into(), format!("{:e}", topk::LN2_LO)),
+            ("LV2_EXP_DEGREE".into(), format!("{}u", topk::EXP_DEGREE)),
+            ("LV2_EXP_COEFS".into(), exp_coefs()),
             ("LV2_TINY_NORM_SQ".into(), format!("{TINY_NORM_SQ:e}")),
         ],
     }
+}
+
+/// [`topk::EXP_COEFS`] as a C initializer, each written so that it parses back to the
+/// same double.
+fn exp_coefs() -> String {
+    let c: Vec<String> = topk::EXP_COEFS.iter().map(|c| format!("{c:e}")).collect();
+    format!("{{{}}}", c.join(", "))
 }
 
 /// Threads per block of the per-item kernels.

@@ -66,11 +66,7 @@ fn ops() -> Vec<(Box<dyn DeviceOp>, usize, Vec<usize>)> {
             vis_words(N),
             vec![N, vis_words(N), 0],
         ),
-        (
-            Box::new(VisOrOp { gaussians: N }),
-            N,
-            vec![vis_words(N), N],
-        ),
+        (Box::new(VisOrOp { gaussians: N }), N, vec![vis_words(N), N]),
     ]
 }
 

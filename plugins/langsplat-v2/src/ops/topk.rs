@@ -44,20 +44,73 @@ pub fn select_row(logits: &[f32]) -> ([u32; TOP_K], [f32; TOP_K]) {
 }
 
 /// The softmax of a selection's logits (`sv`, descending), in f64 with each
-/// exponential taken once.
+/// exponential taken once ([`exp_le0`]).
+#[inline(always)]
 fn softmax_top(sv: &[f32; TOP_K]) -> [f32; TOP_K] {
     let m = f64::from(sv[0]);
     let mut e = [0.0f64; TOP_K];
-    let mut sum = 0.0f64;
     for (e, &l) in e.iter_mut().zip(sv) {
-        *e = (f64::from(l) - m).exp();
-        sum += *e;
+        *e = exp_le0(f64::from(l) - m);
+    }
+    let mut sum = 0.0f64;
+    for &e in &e {
+        sum += e;
     }
     let mut val = [0.0f32; TOP_K];
     for (v, &e) in val.iter_mut().zip(&e) {
         *v = (e / sum) as f32;
     }
     val
+}
+
+/// Below this, [`exp_le0`] returns 0 (e^-708 ≈ 3e-308 is still a normal f64).
+pub const EXP_MIN: f64 = -708.0;
+/// log₂e, and ln 2 split in a high part (its low bits zero) and the rest.
+pub const LOG2E: f64 = std::f64::consts::LOG2_E;
+pub const LN2_HI: f64 = 0.693_147_180_369_123_8;
+pub const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
+/// Degree of [`exp_le0`]'s Taylor polynomial: on |r| ≤ ln2/2 its remainder is below
+/// 2⁻⁵⁷ relative.
+pub const EXP_DEGREE: usize = 13;
+/// 1/k! for k = 0..=[`EXP_DEGREE`], each a correctly rounded quotient (as the kernel's
+/// defines carry them).
+pub const EXP_COEFS: [f64; EXP_DEGREE + 1] = {
+    let mut c = [1.0f64; EXP_DEGREE + 1];
+    let mut k = 1;
+    let mut fact = 1.0f64;
+    while k <= EXP_DEGREE {
+        fact *= k as f64;
+        c[k] = 1.0 / fact;
+        k += 1;
+    }
+    c
+};
+
+/// e^x for the softmax of a descending selection (x = l − max ≤ 0), identical on
+/// every device (`lv2_exp`: the same operations, each product-sum fused): n =
+/// ⌊x·log₂e + ½⌋, r = x − n·ln2 (two fused steps), a degree-13 Taylor polynomial in r
+/// by Horner's rule, times 2ⁿ. Within a few ulp of the correctly rounded e^x; 0 below
+/// [`EXP_MIN`]; NaN stays NaN. Branch-free, so the four exponentials of a selection
+/// run as one vector.
+#[inline(always)]
+pub fn exp_le0(x: f64) -> f64 {
+    let n = x.mul_add(LOG2E, 0.5).floor();
+    let r = (-n).mul_add(LN2_HI, x);
+    let r = (-n).mul_add(LN2_LO, r);
+    let mut p = EXP_COEFS[EXP_DEGREE];
+    for k in (0..EXP_DEGREE).rev() {
+        p = p.mul_add(r, EXP_COEFS[k]);
+    }
+    // n ∈ [−1022, 1023] wherever the result is used (x ≥ EXP_MIN).
+    let scale = f64::from_bits(((n.clamp(-1022.0, 1023.0) as i64 + 1023) as u64) << 52);
+    let e = p * scale;
+    if x.is_nan() {
+        x
+    } else if x < EXP_MIN {
+        0.0
+    } else {
+        e
+    }
 }
 
 // The hinted selection keeps its codes in a u64 mask.
@@ -288,6 +341,37 @@ mod tests {
     use lsplat_core::Rng;
 
     use super::*;
+
+    /// Distance in units in the last place between two positive finite doubles.
+    fn ulps(a: f64, b: f64) -> u64 {
+        a.to_bits().abs_diff(b.to_bits())
+    }
+
+    /// [`exp_le0`] against the platform's correctly rounded `exp` over [EXP_MIN, 0]
+    /// (random points, the ends, integers and multiples of ln 2): within 2 ulp; 0
+    /// below EXP_MIN and at −∞; NaN kept; e^0 = 1 exactly.
+    #[test]
+    fn exp_is_within_two_ulp_of_the_platform_exp() {
+        let mut rng = Rng::new(3);
+        let mut xs: Vec<f64> = (0..200_000)
+            .map(|_| EXP_MIN * f64::from(rng.f32()).powi(3))
+            .collect();
+        xs.extend((0..=708).map(|k| -f64::from(k)));
+        xs.extend((0..=1021).map(|k| -f64::from(k) * std::f64::consts::LN_2));
+        xs.extend([EXP_MIN, -1e-300, -5e-324, -0.0, -0.34657359027997264, -1e-9]);
+        let worst = xs.iter().map(|&x| ulps(exp_le0(x), x.exp())).max().unwrap();
+        eprintln!("exp_le0: worst {worst} ulp over {} points", xs.len());
+        assert!(worst <= 2, "{worst} ulp");
+        // n·LN2_HI is exact for |n| < 2¹¹: its low 21 bits are zero.
+        assert_eq!(LN2_HI.to_bits() & 0x1f_ffff, 0);
+        assert_eq!(LN2_HI + LN2_LO, std::f64::consts::LN_2);
+        assert_eq!(exp_le0(0.0).to_bits(), 1.0f64.to_bits());
+        assert_eq!(exp_le0(-0.0).to_bits(), 1.0f64.to_bits());
+        for x in [EXP_MIN - 1e-9, -745.2, -1e10, f64::NEG_INFINITY] {
+            assert_eq!(exp_le0(x), 0.0, "{x}");
+        }
+        assert!(exp_le0(f64::NAN).is_nan());
+    }
 
     /// A row of logits: distinct, tied (few levels), or with NaNs and infinities.
     fn row(rng: &mut Rng, kind: u64) -> Vec<f32> {
