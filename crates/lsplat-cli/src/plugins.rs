@@ -73,6 +73,12 @@ pub fn check(cfg: &Config, resuming: bool) -> Result<()> {
                 "train.model = {model} runs do not write checkpoints yet: they cannot be resumed"
             );
         }
+        if cfg.log.checkpoint_every > 0 {
+            tracing::warn!(
+                "train.model = {model} runs write no checkpoints yet: log.checkpoint_every = {} is ignored (the outputs are written at the end)",
+                cfg.log.checkpoint_every
+            );
+        }
     }
     Ok(())
 }

@@ -387,15 +387,18 @@ fn train_steps<B: Backend>(
         };
         session.engine.add_plugin(MetricsFilePlugin::<B>::new(log));
     }
-    session.engine.add_plugin(CheckpointPlugin::<B>::new(
-        cfg.log.checkpoint_every as u64,
-        CheckpointTarget {
-            run_dir: run.map(|r| r.path().to_path_buf()).unwrap_or_default(),
-            keep: cfg.log.checkpoint_keep as usize,
-            config: cfg.to_toml(),
-            backend: backend.to_string(),
-        },
-    ));
+    // A plugin model writes no checkpoints yet (`plugins::check` says so).
+    if cfg.train.model == crate::plugins::BUILT_IN_MODEL {
+        session.engine.add_plugin(CheckpointPlugin::<B>::new(
+            cfg.log.checkpoint_every as u64,
+            CheckpointTarget {
+                run_dir: run.map(|r| r.path().to_path_buf()).unwrap_or_default(),
+                keep: cfg.log.checkpoint_keep as usize,
+                config: cfg.to_toml(),
+                backend: backend.to_string(),
+            },
+        ));
+    }
     session.engine.initialize()?;
     if let Some(c) = ckpt {
         session.restore(c)?;

@@ -149,7 +149,7 @@ fn simt_available() -> bool {
 fn v2_trains_on_cpu_and_recovers_the_teacher() {
     let sy = synth_v2();
     let out = sy.root.join("v2");
-    let said = ok(&train_args(
+    let o = run(&train_args(
         &sy.scene,
         &[
             "train.model=langsplat_v2",
@@ -157,11 +157,23 @@ fn v2_trains_on_cpu_and_recovers_the_teacher() {
             // The default 0.0025 gets 3.3× lower and cosine 0.969 in 200 steps.
             "train.lr=0.01",
             "log.every=10",
+            "log.checkpoint_every=50",
             "device.backend=cpu",
         ],
         &out,
     ));
+    let (said, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{err}");
     assert!(said.contains("langsplat_v2: 200 steps"), "{said}");
+    // No checkpoints yet for a plugin model: said once, nothing written.
+    assert!(
+        err.contains("write no checkpoints yet: log.checkpoint_every = 50 is ignored"),
+        "{err}"
+    );
+    assert!(!out.join("checkpoints").exists());
     let j = summary(&out);
     assert_eq!(j["model"], "langsplat_v2", "{j}");
     assert_eq!(j["steps"], 200, "{j}");
