@@ -7,8 +7,9 @@
 //! [begin, end]}` and `__metadata__` to string values: `format`
 //! (`lsplat-checkpoint`), `version`, `step` (steps completed), `sampler_position`
 //! (cameras drawn so far), `gaussians`, `channels`, `backend` and `config` (the
-//! resolved configuration, TOML). Tensors: `params` (the raw trained parameters,
-//! before V1 normalisation), `adam_m`, `adam_v`.
+//! resolved configuration, TOML), and `model` when a plugin model wrote it. Tensors:
+//! `params` (the raw trained parameters, before V1 normalisation), `adam_m`, `adam_v`,
+//! then a plugin model's further 2-D F32 tensors ([`Checkpoint::extra`]) by name.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,19 @@ pub const VERSION: u32 = 1;
 const MAX_HEADER: u64 = 1 << 26;
 /// Tensor names, in file order.
 const TENSORS: [&str; 3] = ["params", "adam_m", "adam_v"];
+
+/// A further named `[rows, cols]` F32 tensor of a plugin model's checkpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Extra {
+    /// Its name in the file (not one of the three main tensors').
+    pub name: String,
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// `rows × cols` values, row-major.
+    pub data: Vec<f32>,
+}
 
 /// Everything needed to continue a run bit for bit.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,6 +59,10 @@ pub struct Checkpoint {
     pub adam_m: Vec<f32>,
     /// Adam second moment `[N, C]`.
     pub adam_v: Vec<f32>,
+    /// The `train.model` that wrote it when not the built-in one (metadata `model`).
+    pub model: Option<String>,
+    /// A plugin model's further tensors, in name order (empty for the built-in model).
+    pub extra: Vec<Extra>,
 }
 
 impl Checkpoint {
@@ -53,11 +71,26 @@ impl Checkpoint {
     }
 
     /// The first tensor holding a non-finite value, with the value's index.
-    pub fn first_non_finite(&self) -> Option<(&'static str, usize)> {
+    pub fn first_non_finite(&self) -> Option<(&str, usize)> {
+        let extra = self.extra.iter().map(|e| (e.name.as_str(), &e.data[..]));
         TENSORS
             .iter()
+            .copied()
             .zip(self.tensors())
-            .find_map(|(name, t)| t.iter().position(|v| !v.is_finite()).map(|i| (*name, i)))
+            .chain(extra)
+            .find_map(|(name, t)| t.iter().position(|v| !v.is_finite()).map(|i| (name, i)))
+    }
+
+    /// The extra tensor `name`, which must be `[rows, cols]`.
+    pub fn extra(&self, name: &str, rows: usize, cols: usize) -> Result<&[f32], String> {
+        match self.extra.iter().find(|e| e.name == name) {
+            Some(e) if (e.rows, e.cols) == (rows, cols) => Ok(&e.data),
+            Some(e) => Err(format!(
+                "tensor `{name}` is [{}, {}], not [{rows}, {cols}]",
+                e.rows, e.cols
+            )),
+            None => Err(format!("tensor `{name}` missing")),
+        }
     }
 
     /// Writes the checkpoint to `path` atomically.
@@ -88,7 +121,30 @@ impl Checkpoint {
             ("config", self.config.clone()),
         ]
         .into_iter()
+        .chain(self.model.iter().map(|m| ("model", m.clone())))
         .collect();
+        let mut extra: Vec<&Extra> = self.extra.iter().collect();
+        extra.sort_by(|a, b| a.name.cmp(&b.name));
+        for (i, e) in extra.iter().enumerate() {
+            if TENSORS.contains(&e.name.as_str()) || extra[..i].iter().any(|o| o.name == e.name) {
+                return Err(DataError::format(
+                    path,
+                    format!("tensor `{}` named twice", e.name),
+                ));
+            }
+            if e.data.len() != e.rows * e.cols {
+                return Err(DataError::format(
+                    path,
+                    format!(
+                        "tensor `{}` has {} values, not {}×{}",
+                        e.name,
+                        e.data.len(),
+                        e.rows,
+                        e.cols
+                    ),
+                ));
+            }
+        }
         header.insert("__metadata__".into(), serde_json::json!(meta));
         let bytes = (n * 4) as u64;
         for (k, name) in TENSORS.iter().enumerate() {
@@ -101,6 +157,19 @@ impl Checkpoint {
                 }),
             );
         }
+        let mut at = TENSORS.len() as u64 * bytes;
+        for e in &extra {
+            let end = at + 4 * e.data.len() as u64;
+            header.insert(
+                e.name.clone(),
+                serde_json::json!({
+                    "dtype": "F32",
+                    "shape": [e.rows, e.cols],
+                    "data_offsets": [at, end],
+                }),
+            );
+            at = end;
+        }
         let mut text = serde_json::to_string(&header)
             .map_err(|e| DataError::format(path, e.to_string()))?
             .into_bytes();
@@ -110,7 +179,11 @@ impl Checkpoint {
         crate::io::write_atomic(path, |w| {
             w.write_all(&(text.len() as u64).to_le_bytes())?;
             w.write_all(&text)?;
-            for t in self.tensors() {
+            for t in self
+                .tensors()
+                .into_iter()
+                .chain(extra.iter().map(|e| &e.data[..]))
+            {
                 for v in t {
                     w.write_all(&v.to_le_bytes())?;
                 }
@@ -165,41 +238,71 @@ impl Checkpoint {
             )));
         }
         let (gaussians, channels) = (number("gaussians")?, number("channels")?);
-        let n = gaussians
+        gaussians
             .checked_mul(channels)
             .filter(|n| n.checked_mul(4).is_some_and(|b| b <= data.len() as u64))
-            .ok_or_else(|| bad(format!("{gaussians}×{channels} values exceed the file")))?
-            as usize;
-        let mut tensors = Vec::with_capacity(3);
-        for name in TENSORS {
-            let t = header
-                .get(name)
-                .ok_or_else(|| bad(format!("tensor `{name}` missing")))?;
-            let shape: Option<Vec<u64>> = t["shape"]
-                .as_array()
-                .map(|a| a.iter().filter_map(|v| v.as_u64()).collect());
-            if t["dtype"] != "F32" || shape != Some(vec![gaussians, channels]) {
-                return Err(bad(format!(
-                    "tensor `{name}` is not F32 [{gaussians}, {channels}]"
-                )));
-            }
-            let off: Vec<u64> = t["data_offsets"]
-                .as_array()
-                .map(|a| a.iter().filter_map(|v| v.as_u64()).collect())
-                .unwrap_or_default();
-            let range = match off[..] {
-                [a, b] if b >= a && b - a == 4 * n as u64 && b <= data.len() as u64 => {
-                    a as usize..b as usize
+            .ok_or_else(|| bad(format!("{gaussians}×{channels} values exceed the file")))?;
+        // A 2-D F32 tensor's values; `want` is its required shape, if any.
+        let tensor =
+            |name: &str, want: Option<[u64; 2]>| -> Result<(usize, usize, Vec<f32>), DataError> {
+                let t = header
+                    .get(name)
+                    .ok_or_else(|| bad(format!("tensor `{name}` missing")))?;
+                let shape: Option<Vec<u64>> = t["shape"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|v| v.as_u64()).collect());
+                let (rows, cols) = match (shape.as_deref(), want) {
+                    (Some(&[r, c]), None) => (r, c),
+                    (Some(&[r, c]), Some(w)) if [r, c] == w => (r, c),
+                    _ => {
+                        let want = want.map_or("2-D".to_string(), |[r, c]| format!("[{r}, {c}]"));
+                        return Err(bad(format!("tensor `{name}` is not F32 {want}")));
+                    }
+                };
+                let values = rows
+                    .checked_mul(cols)
+                    .filter(|&v| v.checked_mul(4).is_some_and(|b| b <= data.len() as u64))
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "tensor `{name}`: {rows}×{cols} values exceed the file"
+                        ))
+                    })?;
+                if t["dtype"] != "F32" {
+                    return Err(bad(format!("tensor `{name}` is not F32")));
                 }
-                _ => return Err(bad(format!("tensor `{name}` has bad data offsets"))),
-            };
-            tensors.push(
-                data[range]
+                let off: Vec<u64> = t["data_offsets"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|v| v.as_u64()).collect())
+                    .unwrap_or_default();
+                let range = match off[..] {
+                    [a, b] if b >= a && b - a == 4 * values && b <= data.len() as u64 => {
+                        a as usize..b as usize
+                    }
+                    _ => return Err(bad(format!("tensor `{name}` has bad data offsets"))),
+                };
+                let values = data[range]
                     .chunks_exact(4)
                     .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
-                    .collect::<Vec<f32>>(),
-            );
+                    .collect::<Vec<f32>>();
+                Ok((rows as usize, cols as usize, values))
+            };
+        let mut tensors = Vec::with_capacity(3);
+        for name in TENSORS {
+            tensors.push(tensor(name, Some([gaussians, channels]))?.2);
         }
+        let mut extra = Vec::new();
+        for name in header.keys() {
+            if name != "__metadata__" && !TENSORS.contains(&name.as_str()) {
+                let (rows, cols, data) = tensor(name, None)?;
+                extra.push(Extra {
+                    name: name.clone(),
+                    rows,
+                    cols,
+                    data,
+                });
+            }
+        }
+        extra.sort_by(|a, b| a.name.cmp(&b.name));
         let adam_v = tensors.pop().unwrap_or_default();
         let adam_m = tensors.pop().unwrap_or_default();
         let params = tensors.pop().unwrap_or_default();
@@ -213,6 +316,15 @@ impl Checkpoint {
             params,
             adam_m,
             adam_v,
+            model: meta
+                .get("model")
+                .map(|m| {
+                    m.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| bad("metadata `model` is not a string".into()))
+                })
+                .transpose()?,
+            extra,
         })
     }
 }

@@ -1,6 +1,6 @@
 //! Run directories: exclusive, finished, unique; checkpoints; the metrics file.
 
-use super::checkpoint::{checkpoint_name, save_checkpoint};
+use super::checkpoint::{Extra, checkpoint_name, save_checkpoint};
 use super::*;
 
 fn ckpt(step: u64, n: usize, c: usize) -> Checkpoint {
@@ -15,6 +15,8 @@ fn ckpt(step: u64, n: usize, c: usize) -> Checkpoint {
         params: v(0.25),
         adam_m: v(-1e-3),
         adam_v: v(1e-7),
+        model: None,
+        extra: Vec::new(),
     }
 }
 
@@ -142,6 +144,60 @@ fn checkpoint_round_trip_and_safetensors_layout() {
         .collect();
     assert_eq!(m, c.adam_m);
     assert_eq!(b.len(), 8 + n + 3 * 15 * 4);
+}
+
+/// A plugin model's checkpoint: its name and further tensors (given out of name order)
+/// round-trip, are laid out after the main three in name order, and a tensor that
+/// is missing, misshapen or truncated is a named error.
+#[test]
+fn plugin_checkpoints_carry_their_model_and_extra_tensors() {
+    let t = tempfile::tempdir().unwrap();
+    let mut c = ckpt(12, 4, 2);
+    c.model = Some("langsplat_v2".into());
+    let e = |name: &str, rows, cols, k: f32| Extra {
+        name: name.into(),
+        rows,
+        cols,
+        data: (0..rows * cols).map(|i| i as f32 * k).collect(),
+    };
+    c.extra = vec![e("zeta", 3, 5, 0.5), e("alpha", 2, 2, -1.0)];
+    let p = save_checkpoint(t.path(), &c, 3).unwrap();
+    let back = Checkpoint::read(&p).unwrap();
+    assert_eq!(back.model.as_deref(), Some("langsplat_v2"));
+    let names: Vec<&str> = back.extra.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["alpha", "zeta"]);
+    assert_eq!(back.extra("zeta", 3, 5).unwrap(), &c.extra[0].data[..]);
+    assert!(
+        back.extra("zeta", 5, 3)
+            .unwrap_err()
+            .contains("[3, 5], not [5, 3]")
+    );
+    assert!(back.extra("beta", 1, 1).unwrap_err().contains("missing"));
+    let b = std::fs::read(&p).unwrap();
+    let n = u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
+    let h: serde_json::Value = serde_json::from_slice(&b[8..8 + n]).unwrap();
+    assert_eq!(h["__metadata__"]["model"], "langsplat_v2");
+    let main = 3 * 8 * 4;
+    assert_eq!(
+        h["alpha"]["data_offsets"],
+        serde_json::json!([main, main + 16])
+    );
+    assert_eq!(b.len(), 8 + n + main + 16 + 60);
+    // The built-in model's checkpoints have neither.
+    let plain = Checkpoint::read(&save_checkpoint(t.path(), &ckpt(13, 4, 2), 3).unwrap());
+    assert_eq!(plain.unwrap().model, None);
+    // Values past the file's end, and a name given twice.
+    let cut = Checkpoint::parse(&b[..b.len() - 4], &p)
+        .unwrap_err()
+        .to_string();
+    assert!(cut.contains("zeta"), "{cut}");
+    c.extra.push(e("alpha", 1, 1, 1.0));
+    let twice = c
+        .write(&t.path().join("x.safetensors"))
+        .unwrap_err()
+        .to_string();
+    assert!(twice.contains("named twice"), "{twice}");
+    assert!(!t.path().join("x.safetensors").exists());
 }
 
 #[test]

@@ -119,6 +119,8 @@ pub fn snapshot<B: Backend>(
         params: dev.download(&params.x)?,
         adam_m: dev.download(&adam.m)?,
         adam_v: dev.download(&adam.v)?,
+        model: None,
+        extra: Vec::new(),
     })
 }
 
