@@ -47,7 +47,7 @@ fn run_rank(args: BenchArgs, comm: Arc<dyn Comm>) -> Result<()> {
             cfg.train.solver.name()
         );
     }
-    crate::plugins::check(&cfg, false)?;
+    crate::plugins::check(&cfg)?;
     if comm.world() > 1 {
         crate::ranks::agree_on_config(&*comm, &cfg)?;
     }

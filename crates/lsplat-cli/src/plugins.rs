@@ -41,7 +41,7 @@ fn names(list: &[(&str, &str, &str)]) -> String {
 
 /// Refuses unknown model or loss names and combinations that make no sense, before
 /// anything is loaded or written.
-pub fn check(cfg: &Config, resuming: bool) -> Result<()> {
+pub fn check(cfg: &Config) -> Result<()> {
     let model = cfg.train.model.as_str();
     if !MODELS.iter().any(|(n, ..)| *n == model) {
         bail!(
@@ -66,17 +66,6 @@ pub fn check(cfg: &Config, resuming: bool) -> Result<()> {
             bail!(
                 "train.model = {model} is trained by gradient steps: train.solver must be adam, not {}",
                 cfg.train.solver.name()
-            );
-        }
-        if resuming {
-            bail!(
-                "train.model = {model} runs do not write checkpoints yet: they cannot be resumed"
-            );
-        }
-        if cfg.log.checkpoint_every > 0 {
-            tracing::warn!(
-                "train.model = {model} runs write no checkpoints yet: log.checkpoint_every = {} is ignored (the outputs are written at the end)",
-                cfg.log.checkpoint_every
             );
         }
     }

@@ -100,7 +100,7 @@ fn start_job(mut cfg: Config, start: Start, comm: Arc<dyn Comm>) -> Result<()> {
             "train.normalize = false: the solved features are composited as they are"
         );
     }
-    crate::plugins::check(&cfg, matches!(start, Start::Resume { .. }))?;
+    crate::plugins::check(&cfg)?;
     let loaded = scene::load(&cfg)?;
     crate::plugins::check_dataset(&cfg, &loaded.data)?;
     info!(
@@ -236,7 +236,13 @@ impl BackendVisitor for TrainJob {
         let collective = Collective::new(comm.clone());
         if let Some(model) = crate::plugins::model::<B>(&cfg) {
             let run = run.context("a plugin model trains on one rank")?;
-            return crate::train_model::train(dev, &cfg, data, &run, &backend, collective, model);
+            let job = crate::train_model::Job {
+                cfg: &cfg,
+                run: &run,
+                ckpt: ckpt.as_deref(),
+                backend: &backend,
+            };
+            return crate::train_model::train(dev, job, data, collective, model);
         }
         let mut session = Session::with_collective(dev, &cfg, data, more_levels, collective)?;
         if let Some(loss) = crate::plugins::loss::<B>(&cfg) {
@@ -361,6 +367,23 @@ struct Fitted {
     fit: Option<FitReport>,
 }
 
+/// The checkpoint plugin of a run (rank 0 writes into `run_dir`).
+pub fn checkpoints<B: Backend>(
+    cfg: &Config,
+    run_dir: Option<&Path>,
+    backend: &str,
+) -> CheckpointPlugin<B> {
+    CheckpointPlugin::new(
+        cfg.log.checkpoint_every as u64,
+        CheckpointTarget {
+            run_dir: run_dir.map(Path::to_path_buf).unwrap_or_default(),
+            keep: cfg.log.checkpoint_keep as usize,
+            config: cfg.to_toml(),
+            backend: backend.to_string(),
+        },
+    )
+}
+
 /// The Adam loop: metrics file and checkpoint plugins, the resumed state, a progress
 /// bar.
 ///
@@ -387,18 +410,9 @@ fn train_steps<B: Backend>(
         };
         session.engine.add_plugin(MetricsFilePlugin::<B>::new(log));
     }
-    // A plugin model writes no checkpoints yet (`plugins::check` says so).
-    if cfg.train.model == crate::plugins::BUILT_IN_MODEL {
-        session.engine.add_plugin(CheckpointPlugin::<B>::new(
-            cfg.log.checkpoint_every as u64,
-            CheckpointTarget {
-                run_dir: run.map(|r| r.path().to_path_buf()).unwrap_or_default(),
-                keep: cfg.log.checkpoint_keep as usize,
-                config: cfg.to_toml(),
-                backend: backend.to_string(),
-            },
-        ));
-    }
+    session
+        .engine
+        .add_plugin(checkpoints::<B>(cfg, run.map(|r| r.path()), backend));
     session.engine.initialize()?;
     if let Some(c) = ckpt {
         session.restore(c)?;

@@ -5,52 +5,104 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use lsplat_core::Config;
 use lsplat_data::SceneData;
-use lsplat_data::run::{self, MetricsLog, RunDir};
+use lsplat_data::run::{self, Checkpoint, MetricsLog, RunDir};
 use lsplat_device::Backend;
 use lsplat_engine::resources::Collective;
 use lsplat_engine::systems::checkpoint::resident_bytes;
 use lsplat_engine::{MetricsFilePlugin, Model, Session};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::progress;
 
-/// Trains `model` on `data` and writes its outputs into `run` (rank 0's run directory).
+/// What a plugin model's run is given besides its data and model.
+pub struct Job<'a> {
+    /// The resolved configuration.
+    pub cfg: &'a Config,
+    /// Rank 0's run directory.
+    pub run: &'a RunDir,
+    /// The checkpoint a resumed run continues from.
+    pub ckpt: Option<&'a Checkpoint>,
+    /// The backend, in words.
+    pub backend: &'a str,
+}
+
+/// Trains `model` on `data` and writes its outputs into the job's run directory,
+/// writing checkpoints on the way when the model can (else saying so at start).
 pub fn train<B: Backend>(
     dev: B,
-    cfg: &Config,
+    job: Job<'_>,
     data: SceneData,
-    run: &RunDir,
-    backend: &str,
     collective: Collective,
     model: Arc<dyn Model<B>>,
 ) -> Result<()> {
+    let Job {
+        cfg,
+        run,
+        ckpt,
+        backend,
+    } = job;
     let name = model.name();
+    if !model.checkpoints() {
+        if ckpt.is_some() {
+            bail!("train.model = {name} writes no checkpoints: its runs cannot be resumed");
+        }
+        if cfg.log.checkpoint_every > 0 {
+            warn!(
+                "train.model = {name} runs write no checkpoints: log.checkpoint_every = {} is ignored (the outputs are written at the end)",
+                cfg.log.checkpoint_every
+            );
+        }
+    }
     let gaussians = data.gaussians.len();
     let t_setup = Instant::now();
+    let checkpoints = model.checkpoints();
     let mut session = Session::with_model(dev, cfg, data, collective, model)?;
     let setup_seconds = t_setup.elapsed().as_secs_f64();
-    let log = MetricsLog::create(&run.join(run::METRICS_FILE))?;
+    let metrics_path = run.join(run::METRICS_FILE);
+    let mut losses: Vec<(u64, f32)> = Vec::new();
+    let log = match ckpt {
+        Some(c) => {
+            let log = MetricsLog::resume(&metrics_path, c.step)?;
+            losses = run::read_losses(&metrics_path)?;
+            log
+        }
+        None => MetricsLog::create(&metrics_path)?,
+    };
     session.engine.add_plugin(MetricsFilePlugin::<B>::new(log));
+    if checkpoints {
+        session.engine.add_plugin(crate::train::checkpoints::<B>(
+            cfg,
+            Some(run.path()),
+            backend,
+        ));
+    }
     session.engine.initialize()?;
+    if let Some(c) = ckpt {
+        session.restore(c)?;
+        run.unfinish()?;
+    }
+    let start = session.steps_done();
     info!(
         backend = %backend,
         model = name,
         out = %run.path().display(),
+        from_step = start,
         setup_s = format!("{setup_seconds:.2}"),
         rss_mb = resident_bytes().map_or(0, |b| b >> 20),
         "training"
     );
     let iters = cfg.train.iterations as u64;
     let bar = progress::bar(iters, "steps");
+    bar.set_position(start);
+    bar.reset_eta();
     if !cfg.log.progress {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    let mut losses: Vec<(u64, f32)> = Vec::new();
     let t0 = Instant::now();
-    for _ in 0..iters {
+    for _ in start..iters {
         if let Err(e) = session.step() {
             bar.abandon();
             return Err(anyhow::Error::from(e)
@@ -69,6 +121,7 @@ pub fn train<B: Backend>(
         session.drain_cache_reports();
     }
     let seconds = t0.elapsed().as_secs_f64();
+    let ran = iters - start;
     bar.finish_and_clear();
     let report = session.model_report()?;
     let files = session
@@ -91,7 +144,8 @@ pub fn train<B: Backend>(
         "gaussians": gaussians,
         "steps": iters,
         "seconds": seconds,
-        "ms_per_step": if iters > 0 { 1e3 * seconds / iters as f64 } else { 0.0 },
+        "steps_this_run": ran,
+        "ms_per_step": if ran > 0 { 1e3 * seconds / ran as f64 } else { 0.0 },
         "setup_seconds": setup_seconds,
         "loss_first_window": first,
         "loss_last_window": last,
@@ -102,11 +156,16 @@ pub fn train<B: Backend>(
     });
     run.finish(serde_json::to_string_pretty(&summary)?.as_bytes())?;
     println!(
-        "{name}: {iters} steps in {seconds:.1} s ({:.2} ms/step) on {backend}",
-        if iters > 0 {
-            1e3 * seconds / iters as f64
+        "{name}: {ran} steps in {seconds:.1} s ({:.2} ms/step) on {backend}{}",
+        if ran > 0 {
+            1e3 * seconds / ran as f64
         } else {
             0.0
+        },
+        if start > 0 {
+            format!(", from step {start}")
+        } else {
+            String::new()
         }
     );
     println!(

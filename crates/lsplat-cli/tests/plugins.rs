@@ -168,12 +168,21 @@ fn v2_trains_on_cpu_and_recovers_the_teacher() {
     );
     assert!(o.status.success(), "{err}");
     assert!(said.contains("langsplat_v2: 200 steps"), "{said}");
-    // No checkpoints yet for a plugin model: said once, nothing written.
-    assert!(
-        err.contains("write no checkpoints yet: log.checkpoint_every = 50 is ignored"),
-        "{err}"
-    );
-    assert!(!out.join("checkpoints").exists());
+    // Checkpoints every 50 steps, the newest 3 kept; the model and its codebook in
+    // each.
+    let kept: Vec<u64> = run::list_checkpoints(&out)
+        .unwrap()
+        .into_iter()
+        .map(|(step, _)| step)
+        .collect();
+    assert_eq!(kept, [100, 150, 200]);
+    let c =
+        run::Checkpoint::read(&out.join("checkpoints").join(run::checkpoint_name(200))).unwrap();
+    assert_eq!(c.model.as_deref(), Some("langsplat_v2"));
+    assert_eq!((c.gaussians, c.channels, c.step), (1500, 64, 200));
+    for name in ["codebook", "codebook_m", "codebook_v"] {
+        c.extra(name, 64, 512).unwrap();
+    }
     let j = summary(&out);
     assert_eq!(j["model"], "langsplat_v2", "{j}");
     assert_eq!(j["steps"], 200, "{j}");
@@ -276,6 +285,81 @@ fn read_codes(path: &Path) -> (Vec<u32>, Vec<f32>, Option<String>) {
         );
     }
     (codes, weights, model)
+}
+
+/// A V2 run stopped after 12 steps (checkpoints at 5, 10 and 12) and resumed to 24
+/// ends bit for bit where an uninterrupted 24-step run does: same losses at every
+/// step, same codes and codebook files.
+#[test]
+fn v2_resumes_bit_for_bit() {
+    let sy = synth_v2();
+    let sets = |iters: &'static str, every: &'static str| {
+        [
+            "train.model=langsplat_v2",
+            iters,
+            every,
+            "train.lr=0.01",
+            "log.every=4",
+            "device.backend=cpu",
+        ]
+    };
+    let (whole, part) = (sy.root.join("whole"), sy.root.join("part"));
+    ok(&train_args(
+        &sy.scene,
+        &sets("train.iterations=24", "log.checkpoint_every=0"),
+        &whole,
+    ));
+    ok(&train_args(
+        &sy.scene,
+        &sets("train.iterations=12", "log.checkpoint_every=5"),
+        &part,
+    ));
+    let steps: Vec<u64> = run::list_checkpoints(&part)
+        .unwrap()
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    assert_eq!(steps, [5, 10, 12]);
+    let said = ok(&[
+        "train",
+        "--resume",
+        s(&part),
+        "--set",
+        "train.iterations=24",
+        "--set",
+        "log.progress=false",
+    ]);
+    assert!(
+        said.contains("12 steps") && said.contains("from step 12"),
+        "{said}"
+    );
+    assert_eq!(losses(&part), losses(&whole));
+    assert_eq!(losses(&whole).len(), 24);
+    for f in ["codes.parquet", "codebook.parquet"] {
+        let (a, b) = (std::fs::read(whole.join(f)), std::fs::read(part.join(f)));
+        assert!(a.unwrap() == b.unwrap(), "{f} differs");
+    }
+    // The last checkpoint names its model. Without a codebook tensor it is refused,
+    // naming the tensor, before a step runs.
+    let path = part.join("checkpoints").join(run::checkpoint_name(24));
+    let mut ckpt = run::Checkpoint::read(&path).unwrap();
+    assert_eq!(ckpt.model.as_deref(), Some("langsplat_v2"));
+    ckpt.extra.retain(|e| e.name != "codebook_m");
+    ckpt.write(&path).unwrap();
+    let o = run(&[
+        "train",
+        "--resume",
+        s(&part),
+        "--set",
+        "train.iterations=30",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("has no `codebook_m` tensor of 64×512"),
+        "{err}"
+    );
+    assert_eq!(losses(&part).len(), 24, "nothing was trained");
 }
 
 #[test]

@@ -25,6 +25,6 @@ pub use engine::{Engine, Fit, Plugin, TrainSystems, configure_phases};
 pub use error::EngineError;
 pub use loss::{ActiveLoss, PixelLoss};
 pub use lsplat_render::EvalReport;
-pub use model::{ActiveModel, Model, ModelContext};
+pub use model::{ActiveModel, Model, ModelContext, ModelState};
 pub use plugins::{CheckpointPlugin, MetricsFilePlugin};
 pub use session::{Quality, Session, StepRecord};

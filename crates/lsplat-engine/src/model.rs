@@ -62,6 +62,49 @@ pub trait Model<B: Backend>: Send + Sync + 'static {
     /// Writes the trained model into `dir` (atomically, file by file) and returns the
     /// names of the files written.
     fn write_outputs(&self, world: &mut World, dir: &Path) -> Result<Vec<String>, EngineError>;
+    /// Whether it writes checkpoints ([`Model::snapshot`]) and resumes from them
+    /// ([`Model::restore`]). Without, a run says so at start and cannot be resumed.
+    fn checkpoints(&self) -> bool {
+        false
+    }
+    /// Its training state after the steps run so far, for a checkpoint (in the Log
+    /// phase of a checkpoint step; it may bring lazy state up to date first).
+    fn snapshot(&self, world: &mut World) -> Result<ModelState, EngineError> {
+        let _ = world;
+        Err(EngineError::Config(format!(
+            "train.model = {} writes no checkpoints",
+            self.name()
+        )))
+    }
+    /// Puts a [`Model::snapshot`] back after `steps` completed steps (after
+    /// [`Model::build`], before the first step), so that the run continues bit for
+    /// bit as if never interrupted.
+    fn restore(&self, world: &mut World, state: ModelState, steps: u64) -> Result<(), EngineError> {
+        let _ = (world, state, steps);
+        Err(EngineError::Config(format!(
+            "train.model = {} cannot resume from a checkpoint",
+            self.name()
+        )))
+    }
+}
+
+/// A model's training state in a checkpoint: its per-Gaussian parameters `[N, C]`
+/// with their Adam moments (the checkpoint's main tensors), and further named
+/// tensors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelState {
+    /// Gaussians N.
+    pub gaussians: usize,
+    /// Parameters per Gaussian C.
+    pub channels: usize,
+    /// `[N, C]` parameters.
+    pub params: Vec<f32>,
+    /// Their Adam first moment `[N, C]`.
+    pub adam_m: Vec<f32>,
+    /// Their Adam second moment `[N, C]`.
+    pub adam_v: Vec<f32>,
+    /// Further tensors (names other than `params`, `adam_m`, `adam_v`).
+    pub extra: Vec<lsplat_data::run::Extra>,
 }
 
 /// The model a session trains when it is not the built-in one.

@@ -248,9 +248,14 @@ impl<B: Backend> Plugin for CheckpointPlugin<B> {
     fn build(self, engine: &mut Engine) {
         engine.insert_resource(CheckpointSchedule { every: self.every });
         engine.insert_resource(self.target);
+        // The built-in model's state, or a plugin model's snapshot.
+        let plugin_model = resource_exists::<crate::model::ActiveModel<B>>;
         engine.add_systems(
             TrainSystems::Log,
-            checkpoint::write_checkpoint::<B>
+            (
+                checkpoint::write_checkpoint::<B>.run_if(not(plugin_model)),
+                checkpoint::write_model_checkpoint::<B>.run_if(plugin_model),
+            )
                 .run_if(checkpoint::checkpoint_due)
                 .run_if(log::is_rank0)
                 .run_if(checkpoint::no_fault)

@@ -397,7 +397,31 @@ impl<B: Backend> Session<B> {
     /// step counter, sampler position and the metrics read-back window, so the next
     /// steps are those an uninterrupted run would take.
     pub fn restore(&mut self, ckpt: &lsplat_data::run::Checkpoint) -> Result<(), EngineError> {
-        self.v1_only()?;
+        if let Some(model) = self.model.clone() {
+            if ckpt.model.as_deref() != Some(model.name()) {
+                return Err(EngineError::Config(format!(
+                    "the checkpoint was written by train.model = {}, not {}",
+                    ckpt.model.as_deref().unwrap_or("langsplat"),
+                    model.name()
+                )));
+            }
+            let state = crate::ModelState {
+                gaussians: ckpt.gaussians,
+                channels: ckpt.channels,
+                params: ckpt.params.clone(),
+                adam_m: ckpt.adam_m.clone(),
+                adam_v: ckpt.adam_v.clone(),
+                extra: ckpt.extra.clone(),
+            };
+            model.restore(&mut self.engine.world, state, ckpt.step)?;
+            self.restore_position(ckpt);
+            return Ok(());
+        }
+        if let Some(m) = &ckpt.model {
+            return Err(EngineError::Config(format!(
+                "the checkpoint was written by train.model = {m}, not the built-in model"
+            )));
+        }
         let world = &mut self.engine.world;
         let (x, m, v) = {
             let dev = &world.resource::<Dev<B>>().0;
@@ -418,13 +442,19 @@ impl<B: Backend> Session<B> {
         params.x = x;
         adam.m = m;
         adam.v = v;
+        self.restore_position(ckpt);
+        Ok(())
+    }
+
+    /// The step, the sampler and the metrics read-back of a restored checkpoint.
+    fn restore_position(&mut self, ckpt: &lsplat_data::run::Checkpoint) {
+        let world = &mut self.engine.world;
         world.resource_mut::<Step>().0 = ckpt.step;
         world
             .resource_mut::<Sampler>()
             .0
             .seek(ckpt.sampler_position);
         world.resource_mut::<Metrics<B>>().unread_from = ckpt.step;
-        Ok(())
     }
 
     /// Runs the solver (sessions with `train.solver = average | lsq`): fits every

@@ -15,6 +15,7 @@
 //! of panicking.
 
 mod check;
+mod checkpoint;
 pub mod codebook;
 pub mod decode;
 pub mod error;

@@ -21,7 +21,7 @@ use bevy_ecs::prelude::*;
 use lsplat_data::SceneData;
 use lsplat_device::{Backend, DeviceError, OpArg, Scalar};
 use lsplat_engine::resources::Dev;
-use lsplat_engine::{Engine, EngineError, Model, ModelContext, TrainSystems};
+use lsplat_engine::{Engine, EngineError, Model, ModelContext, ModelState, TrainSystems};
 
 use crate::{CODES, TOP_K, ops, systems};
 
@@ -334,5 +334,17 @@ impl<B: Backend> Model<B> for LangSplatV2 {
 
     fn write_outputs(&self, world: &mut World, dir: &Path) -> Result<Vec<String>, EngineError> {
         crate::outputs::write::<B>(world, dir)
+    }
+
+    fn checkpoints(&self) -> bool {
+        true
+    }
+
+    fn snapshot(&self, world: &mut World) -> Result<ModelState, EngineError> {
+        crate::checkpoint::snapshot::<B>(world)
+    }
+
+    fn restore(&self, world: &mut World, state: ModelState, steps: u64) -> Result<(), EngineError> {
+        crate::checkpoint::restore::<B>(world, state, steps)
     }
 }

@@ -27,7 +27,7 @@ use crate::DataError;
 use crate::io::is_temp_name;
 
 pub use checkpoint::{
-    Checkpoint, checkpoint_name, list_checkpoints, newest_checkpoint, prune_checkpoints,
+    Checkpoint, Extra, checkpoint_name, list_checkpoints, newest_checkpoint, prune_checkpoints,
     save_checkpoint,
 };
 pub use metrics::{MetricsLog, read_losses};

@@ -11,6 +11,7 @@ use lsplat_data::run::{Checkpoint, MetricsLog, save_checkpoint};
 use lsplat_device::Backend;
 
 use crate::components::{AdamState, FeatureParams, Geometry};
+use crate::model::ActiveModel;
 use crate::resources::{
     CacheStats, CheckpointSchedule, Dev, Fault, LogSink, Sampler, Step, TrainSettings,
 };
@@ -148,12 +149,47 @@ pub fn write_checkpoint<B: Backend>(
     let Some(ckpt) = fault.check(ckpt) else {
         return;
     };
+    fault.check(save_checked(&target, &ckpt, step.0));
+}
+
+/// Saves `ckpt` unless it holds a NaN or infinity (then the error names the tensor and
+/// the step).
+fn save_checked(
+    target: &CheckpointTarget,
+    ckpt: &Checkpoint,
+    step: u64,
+) -> Result<(), EngineError> {
     if let Some((what, _)) = ckpt.first_non_finite() {
-        fault.check::<(), _>(Err(EngineError::NonFinite {
+        return Err(EngineError::NonFinite {
             what: format!("tensor `{what}`"),
-            step: step.0,
-        }));
-        return;
+            step,
+        });
     }
-    fault.check(save_checkpoint(&target.run_dir, &ckpt, target.keep));
+    save_checkpoint(&target.run_dir, ckpt, target.keep)?;
+    Ok(())
+}
+
+/// [`write_checkpoint`] for a plugin model: its [`crate::Model::snapshot`], with the
+/// model's name in the checkpoint.
+pub fn write_model_checkpoint<B: Backend>(world: &mut World) {
+    let model = world.resource::<ActiveModel<B>>().0.clone();
+    let r = model.snapshot(world).and_then(|state| {
+        let step = world.resource::<Step>().0;
+        let target = world.resource::<CheckpointTarget>();
+        let ckpt = Checkpoint {
+            step: step + 1,
+            sampler_position: world.resource::<Sampler>().0.position(),
+            gaussians: state.gaussians,
+            channels: state.channels,
+            backend: target.backend.clone(),
+            config: target.config.clone(),
+            params: state.params,
+            adam_m: state.adam_m,
+            adam_v: state.adam_v,
+            model: Some(model.name().to_string()),
+            extra: state.extra,
+        };
+        save_checked(target, &ckpt, step)
+    });
+    world.resource_mut::<Fault>().check(r);
 }
