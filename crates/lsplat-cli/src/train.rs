@@ -367,6 +367,22 @@ struct Fitted {
     fit: Option<FitReport>,
 }
 
+/// The run's metrics file: new, or cut back to a resumed checkpoint's step, with the
+/// losses it already holds.
+pub fn metrics_log(
+    run: &RunDir,
+    ckpt: Option<&Checkpoint>,
+) -> Result<(MetricsLog, Vec<(u64, f32)>)> {
+    let path = run.join(run::METRICS_FILE);
+    Ok(match ckpt {
+        Some(c) => {
+            let log = MetricsLog::resume(&path, c.step)?;
+            (log, run::read_losses(&path)?)
+        }
+        None => (MetricsLog::create(&path)?, Vec::new()),
+    })
+}
+
 /// The checkpoint plugin of a run (rank 0 writes into `run_dir`).
 pub fn checkpoints<B: Backend>(
     cfg: &Config,
@@ -399,15 +415,8 @@ fn train_steps<B: Backend>(
 ) -> Result<Fitted> {
     let mut losses = Vec::new();
     if let Some(run) = run {
-        let metrics_path = run.join(run::METRICS_FILE);
-        let log = match ckpt {
-            Some(c) => {
-                let log = MetricsLog::resume(&metrics_path, c.step)?;
-                losses = run::read_losses(&metrics_path)?;
-                log
-            }
-            None => MetricsLog::create(&metrics_path)?,
-        };
+        let (log, before) = metrics_log(run, ckpt)?;
+        losses = before;
         session.engine.add_plugin(MetricsFilePlugin::<B>::new(log));
     }
     session

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use lsplat_core::Config;
 use lsplat_data::SceneData;
-use lsplat_data::run::{self, Checkpoint, MetricsLog, RunDir};
+use lsplat_data::run::{Checkpoint, RunDir};
 use lsplat_device::Backend;
 use lsplat_engine::resources::Collective;
 use lsplat_engine::systems::checkpoint::resident_bytes;
@@ -61,16 +61,7 @@ pub fn train<B: Backend>(
     let checkpoints = model.checkpoints();
     let mut session = Session::with_model(dev, cfg, data, collective, model)?;
     let setup_seconds = t_setup.elapsed().as_secs_f64();
-    let metrics_path = run.join(run::METRICS_FILE);
-    let mut losses: Vec<(u64, f32)> = Vec::new();
-    let log = match ckpt {
-        Some(c) => {
-            let log = MetricsLog::resume(&metrics_path, c.step)?;
-            losses = run::read_losses(&metrics_path)?;
-            log
-        }
-        None => MetricsLog::create(&metrics_path)?,
-    };
+    let (log, mut losses) = crate::train::metrics_log(run, ckpt)?;
     session.engine.add_plugin(MetricsFilePlugin::<B>::new(log));
     if checkpoints {
         session.engine.add_plugin(crate::train::checkpoints::<B>(
