@@ -287,12 +287,15 @@ fn read_codes(path: &Path) -> (Vec<u32>, Vec<f32>, Option<String>) {
     (codes, weights, model)
 }
 
-/// A V2 run stopped after 12 steps (checkpoints at 5, 10 and 12) and resumed to 24
-/// ends bit for bit where an uninterrupted 24-step run does: same losses at every
-/// step, same codes and codebook files.
-#[test]
-fn v2_resumes_bit_for_bit() {
-    let sy = synth_v2();
+/// A V2 run on `backend` (cpu or simt) stopped after 12 steps (checkpoints at 5, 10 and 12) and
+/// resumed to 24 ends bit for bit where an uninterrupted 24-step run does: same losses
+/// at every step, same codes and codebook files. Returns the stopped run's folder.
+fn resumes_bit_for_bit(sy: &Synth, backend: &'static str) -> PathBuf {
+    let device = if backend == "simt" {
+        "device.backend=simt"
+    } else {
+        "device.backend=cpu"
+    };
     let sets = |iters: &'static str, every: &'static str| {
         [
             "train.model=langsplat_v2",
@@ -300,10 +303,11 @@ fn v2_resumes_bit_for_bit() {
             every,
             "train.lr=0.01",
             "log.every=4",
-            "device.backend=cpu",
+            device,
         ]
     };
-    let (whole, part) = (sy.root.join("whole"), sy.root.join("part"));
+    let whole = sy.root.join(format!("whole-{backend}"));
+    let part = sy.root.join(format!("part-{backend}"));
     ok(&train_args(
         &sy.scene,
         &sets("train.iterations=24", "log.checkpoint_every=0"),
@@ -338,6 +342,16 @@ fn v2_resumes_bit_for_bit() {
     for f in ["codes.parquet", "codebook.parquet"] {
         let (a, b) = (std::fs::read(whole.join(f)), std::fs::read(part.join(f)));
         assert!(a.unwrap() == b.unwrap(), "{f} differs");
+    }
+    part
+}
+
+#[test]
+fn v2_resumes_bit_for_bit() {
+    let sy = synth_v2();
+    let part = resumes_bit_for_bit(&sy, "cpu");
+    if simt_available() {
+        resumes_bit_for_bit(&sy, "simt");
     }
     // The last checkpoint names its model. Without a codebook tensor it is refused,
     // naming the tensor, before a step runs.
