@@ -111,6 +111,22 @@ fn hundred_training_steps_match_cpu<R: Runtime>(gpu: &GpuBackend<R>) {
     // The GPU projects in f32 and the CPU in f64, so a few operator weights differ in
     // their last bits; the L1 loss's sign gradient and Adam's normalisation amplify
     // that over 100 steps for Gaussians whose residual crosses zero. The loss curve
-    // above agrees to 1e-3; here most features must agree closely.
-    compare("trained features", &xg, &xc, 1e-3, 1e-2, xc.len() / 20);
+    // above agrees to 1e-3; here most features must agree closely, and the whole
+    // field to a few per mille. Measured over 17 seeds (2026-11-27): 0–412 of 6 000
+    // features beyond 1e-3 + 1e-2·|x| (seed 1795793922039711114: 412, which failed
+    // the former n/20 allowance), relative L2 difference 0.0000–0.0117, largest
+    // difference 0.026. A wrong step moves the field by tens of per cent.
+    compare("trained features", &xg, &xc, 1e-3, 1e-2, xc.len() / 5);
+    let dist: f64 = xg
+        .iter()
+        .zip(&xc)
+        .map(|(a, b)| f64::from(a - b).powi(2))
+        .sum();
+    let norm: f64 = xc.iter().map(|b| f64::from(*b).powi(2)).sum();
+    let rel = (dist / norm).sqrt();
+    eprintln!("trained features: relative L2 difference {rel:.4}");
+    assert!(
+        rel <= 0.03,
+        "trained features differ by {rel:.4} (relative L2)"
+    );
 }
