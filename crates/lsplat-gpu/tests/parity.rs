@@ -110,8 +110,9 @@ fn projection_and_bins_match<R: Runtime>(gpu: &GpuBackend<R>) {
 /// a splat that the GPU's tile sort put elsewhere than the CPU's. The GPU sorts by f32
 /// depths, the CPU by f32-rounded f64 depths, so two splats less than an ulp apart may
 /// swap, and every pixel both cover then composites them in the other order (seed
-/// 1795784271462833914: 8 sorted entries, 102 of 12 779 pixels). Asserts that such
-/// swaps are rare and excuse few pixels.
+/// 1795784271462833914: 8 sorted entries, 102 of 12 779 pixels). A tile whose list
+/// holds a splat the other's does not is excused whole. Asserts that such differences
+/// are rare and excuse few pixels.
 fn swapped_pixels<R: Runtime>(
     gpu: &GpuBackend<R>,
     cpu: &CpuBackend,
@@ -125,27 +126,44 @@ fn swapped_pixels<R: Runtime>(
     c: usize,
 ) -> Vec<bool> {
     let (offsets, sorted) = bg.download(gpu).unwrap();
-    assert_eq!(offsets, bc.tile_offsets, "tile offsets");
+    assert_eq!(offsets.len(), bc.tile_offsets.len(), "tile count");
     let op = cpu
         .build_operator(pc, bc, sc, n, WeightPrecision::F32)
         .unwrap();
     let mut rows = vec![false; op.rows()];
     let mut moved_total = 0;
+    let list = |o: &[u32], s: &[u32], t: usize| s[o[t] as usize..o[t + 1] as usize].to_vec();
     for t in 0..off.len() - 1 {
-        let list = bc.tile_offsets[t] as usize..bc.tile_offsets[t + 1] as usize;
-        let moved: Vec<u32> = list
-            .filter(|&i| bc.sorted[i] != sorted[i])
-            .map(|i| bc.sorted[i])
+        let (cl, gl) = (
+            list(&bc.tile_offsets, &bc.sorted, t),
+            list(&offsets, &sorted, t),
+        );
+        if cl == gl {
+            continue;
+        }
+        let pixels = off[t] as usize..off[t + 1] as usize;
+        // A splat whose footprint ends near the tile's edge: f32 and f64 extents may
+        // disagree on whether it reaches the tile (seed 1795795989167658708: two
+        // splats the CPU lists and the GPU does not). The pixels whose CPU row holds
+        // it are excused; one only the GPU lists excuses the whole tile.
+        let only_c: Vec<u32> = cl.iter().filter(|g| !gl.contains(g)).copied().collect();
+        let only_g = gl.iter().filter(|g| !cl.contains(g)).count();
+        if only_g > 0 {
+            moved_total += only_c.len() + only_g;
+            rows[pixels].fill(true);
+            continue;
+        }
+        let common: Vec<u32> = cl.iter().filter(|g| !only_c.contains(g)).copied().collect();
+        let mut moved: Vec<u32> = common
+            .iter()
+            .zip(&gl)
+            .filter(|(a, b)| a != b)
+            .map(|(&a, _)| a)
             .collect();
+        moved.extend(&only_c);
         moved_total += moved.len();
-        if !moved.is_empty() {
-            for (r, row) in rows[off[t] as usize..off[t + 1] as usize]
-                .iter_mut()
-                .enumerate()
-            {
-                let r = off[t] as usize + r;
-                *row = op.row(r).iter().any(|&(g, _)| moved.contains(&g));
-            }
+        for r in pixels {
+            rows[r] = op.row(r).iter().any(|&(g, _)| moved.contains(&g));
         }
     }
     let excused = rows.iter().filter(|&&b| b).count();
