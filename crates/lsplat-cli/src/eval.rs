@@ -124,7 +124,7 @@ fn lerf_eval(a: LerfArgs) -> Result<()> {
     let runs: Vec<RunInputs> = a
         .runs
         .iter()
-        .map(|d| lsplat_data::run_dir::load_run(d))
+        .map(|d| crate::plugins::load_run(d))
         .collect::<Result<_, _>>()?;
     let first = &runs[0];
     for (r, d) in runs.iter().zip(&a.runs).skip(1) {
@@ -140,7 +140,11 @@ fn lerf_eval(a: LerfArgs) -> Result<()> {
             );
         }
     }
-    let lift = Lift::new(&a.runs[0], first.channels, a.model.as_deref(), &text)?;
+    let lifts: Vec<Lift> = runs
+        .iter()
+        .zip(&a.runs)
+        .map(|(r, d)| Lift::new(d, r.channels, r.decoder.as_ref(), a.model.as_deref(), &text))
+        .collect::<Result<_>>()?;
     // Every category must have an embedding before anything is rendered.
     let mut cats: Vec<String> = Vec::new();
     for f in &frames {
@@ -166,7 +170,7 @@ fn lerf_eval(a: LerfArgs) -> Result<()> {
         cams,
         runs,
         text,
-        lift,
+        lifts,
     })
 }
 
@@ -176,7 +180,7 @@ struct LerfJob {
     cams: Vec<Camera>,
     runs: Vec<RunInputs>,
     text: TextEmbeddings,
-    lift: Lift,
+    lifts: Vec<Lift>,
 }
 
 /// The result of one (frame, query) pair.
@@ -200,7 +204,7 @@ impl BackendVisitor for LerfJob {
             cams,
             runs,
             text,
-            lift,
+            lifts,
         } = self;
         std::fs::create_dir_all(&args.out)?;
         let c = runs[0].channels;
@@ -219,7 +223,8 @@ impl BackendVisitor for LerfJob {
             let (pos, neg) = text_rows(&text, &names)?;
             let per_level: Vec<_> = views
                 .iter()
-                .map(|v| image_relevancy(v, cam, &lift, (&pos, &neg), None))
+                .zip(&lifts)
+                .map(|(v, l)| image_relevancy(v, cam, l, (&l.text(&pos), &l.text(&neg)), None))
                 .collect::<Result<_>>()?;
             let (w, h) = (frame.width as usize, frame.height as usize);
             let dir = args.out.join(frame.stem());

@@ -41,6 +41,18 @@ fn names(list: &[(&str, &str, &str)]) -> String {
 
 /// Refuses unknown model or loss names and combinations that make no sense, before
 /// anything is loaded or written.
+/// Reads a finished run with the output reader of the model that wrote it
+/// (`features.npy` for the built-in model).
+pub fn load_run(dir: &std::path::Path) -> Result<lsplat_data::run_dir::RunInputs> {
+    Ok(lsplat_data::run_dir::load_run_with(dir, &|dir, cfg| {
+        if cfg.train.model == langsplat_v2::model::NAME {
+            langsplat_v2::outputs::read_run(dir)
+        } else {
+            lsplat_data::run_dir::read_features_npy(dir)
+        }
+    })?)
+}
+
 pub fn check(cfg: &Config) -> Result<()> {
     let model = cfg.train.model.as_str();
     if !MODELS.iter().any(|(n, ..)| *n == model) {

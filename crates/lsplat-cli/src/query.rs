@@ -45,7 +45,13 @@ pub struct QueryArgs {
 pub fn run(args: QueryArgs) -> Result<()> {
     let text = lsplat_data::embeddings::read_embeddings(&args.text)?;
     let (run, dev) = open_run(&args.run, args.backend.as_deref())?;
-    let lift = Lift::new(&args.run, run.channels, args.model.as_deref(), &text)?;
+    let lift = Lift::new(
+        &args.run,
+        run.channels,
+        run.decoder.as_ref(),
+        args.model.as_deref(),
+        &text,
+    )?;
     let queries: Vec<String> = if args.query.is_empty() {
         text.names
             .iter()
@@ -107,6 +113,7 @@ impl BackendVisitor for QueryJob {
         } = self;
         let cams = pick_cameras(&run.cameras, &args.cameras)?;
         let (pos, neg) = text_rows(&text, &queries)?;
+        let (pos, neg) = (lift.text(&pos), lift.text(&neg));
         let c = run.channels;
         let colouring = Colouring::fit(&run.features, c);
         let views = Views::new(&dev, &run.gaussians, &run.features, c, &run.config)?;
@@ -143,6 +150,12 @@ impl BackendVisitor for QueryJob {
             match &lift {
                 Lift::Decode { path, .. } => format!("decoded through {}", path.display()),
                 Lift::Direct => format!("{c}-D features"),
+                Lift::Codebook { path, dim, .. } => {
+                    format!(
+                        "{c} code weights decoded to {dim}-D through {}",
+                        path.display()
+                    )
+                }
             },
             pixels as f64 / 1e6 / s.max(1e-9),
             dev.describe()

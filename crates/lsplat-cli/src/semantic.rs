@@ -7,6 +7,7 @@ use anyhow::{Result, bail};
 use lsplat_ae::Autoencoder;
 use lsplat_core::Camera;
 use lsplat_data::embeddings::TextEmbeddings;
+use lsplat_data::run_dir::Decoder;
 use lsplat_device::Backend;
 use lsplat_query::{CANONICAL, normalize_rows, relevancy};
 
@@ -26,6 +27,21 @@ pub enum Lift {
     },
     /// Features already in the text space (512-D runs): normalise each pixel.
     Direct,
+    /// LangSplatV2: composited code weights w, whose feature is `Bᵀw` through the
+    /// run's codebook B (`[C, D]`). Scored in code space, which gives the same dot
+    /// products without forming the D-dimensional features: a pixel lifts to
+    /// `w / √(wᵀGw)` (G = B·Bᵀ, so the denominator is |Bᵀw|) and a text row t to
+    /// `B·t`.
+    Codebook {
+        /// B, `[C, D]`.
+        matrix: Vec<f32>,
+        /// G = B·Bᵀ, `[C, C]`, in f64.
+        gram: Vec<f64>,
+        /// D.
+        dim: usize,
+        /// The codebook's file (for messages).
+        path: PathBuf,
+    },
 }
 
 impl Lift {
@@ -34,11 +50,19 @@ impl Lift {
     pub fn new(
         run_dir: &Path,
         channels: usize,
+        decoder: Option<&Decoder>,
         model: Option<&Path>,
         text: &TextEmbeddings,
     ) -> Result<Lift> {
-        let lift = match model {
-            Some(p) => {
+        let lift = match (decoder, model) {
+            (Some(d), Some(p)) => bail!(
+                "run {} decodes its {channels} channels through its own {}; --model {} applies to LangSplat V1 runs",
+                run_dir.display(),
+                d.file.display(),
+                p.display()
+            ),
+            (Some(d), None) => Lift::codebook(d, channels)?,
+            (None, Some(p)) => {
                 let m = lsplat_ae::load_model(p)?.model;
                 lsplat_ae::file::check_code_dim(
                     p,
@@ -51,9 +75,9 @@ impl Lift {
                     path: p.to_path_buf(),
                 }
             }
-            None => Lift::Direct,
+            (None, None) => Lift::Direct,
         };
-        let dim = lift.dim(channels);
+        let dim = lift.text_dim(channels);
         if text.dim != dim {
             match &lift {
                 Lift::Decode { path, .. } => bail!(
@@ -73,16 +97,76 @@ impl Lift {
                     text.dim,
                     run_dir.display()
                 ),
+                Lift::Codebook { path, .. } => bail!(
+                    "{}: the embeddings are {}-D but the codebook {} decodes to {dim}-D",
+                    text.path.display(),
+                    text.dim,
+                    path.display()
+                ),
             }
         }
         Ok(lift)
     }
 
-    /// Width of the lifted features.
+    /// The codebook lift of a run's `decoder` (`[channels, D]`).
+    fn codebook(d: &Decoder, channels: usize) -> Result<Lift> {
+        if d.dim == 0 || d.matrix.len() != channels * d.dim {
+            bail!(
+                "{}: {} values are not {channels} codebook rows",
+                d.file.display(),
+                d.matrix.len()
+            );
+        }
+        let mut gram = vec![0.0f64; channels * channels];
+        for (i, a) in d.matrix.chunks_exact(d.dim).enumerate() {
+            for (j, b) in d.matrix.chunks_exact(d.dim).enumerate() {
+                gram[i * channels + j] = a
+                    .iter()
+                    .zip(b)
+                    .map(|(&x, &y)| f64::from(x) * f64::from(y))
+                    .sum();
+            }
+        }
+        Ok(Lift::Codebook {
+            matrix: d.matrix.clone(),
+            gram,
+            dim: d.dim,
+            path: d.file.clone(),
+        })
+    }
+
+    /// Width of the lifted features (what [`Self::text`] rows are compared with).
     pub fn dim(&self, channels: usize) -> usize {
         match self {
             Lift::Decode { model, .. } => model.input_dim(),
-            Lift::Direct => channels,
+            Lift::Direct | Lift::Codebook { .. } => channels,
+        }
+    }
+
+    /// Width of the text embeddings the lift scores against.
+    pub fn text_dim(&self, channels: usize) -> usize {
+        match self {
+            Lift::Codebook { dim, .. } => *dim,
+            _ => self.dim(channels),
+        }
+    }
+
+    /// Text rows `[n, text_dim]` in the lifted space: themselves, or `B·t` per row
+    /// for a codebook.
+    pub fn text(&self, rows: &[f32]) -> Vec<f32> {
+        match self {
+            Lift::Codebook { matrix, dim, .. } => rows
+                .chunks_exact(*dim)
+                .flat_map(|t| {
+                    matrix.chunks_exact(*dim).map(move |b| {
+                        b.iter()
+                            .zip(t)
+                            .map(|(&x, &y)| f64::from(x) * f64::from(y))
+                            .sum::<f64>() as f32
+                    })
+                })
+                .collect(),
+            _ => rows.to_vec(),
         }
     }
 
@@ -96,6 +180,24 @@ impl Lift {
             Lift::Direct => {
                 let mut v = rendered.to_vec();
                 normalize_rows(&mut v, channels);
+                v
+            }
+            Lift::Codebook { gram, .. } => {
+                let mut v = rendered.to_vec();
+                for w in v.chunks_exact_mut(channels) {
+                    let mut q = 0.0f64;
+                    for (i, &wi) in w.iter().enumerate() {
+                        let row = &gram[i * channels..][..channels];
+                        let gw: f64 = row.iter().zip(&*w).map(|(&g, &x)| g * f64::from(x)).sum();
+                        q += f64::from(wi) * gw;
+                    }
+                    let scale = if q > 0.0 {
+                        (1.0 / q.sqrt()) as f32
+                    } else {
+                        0.0
+                    };
+                    w.iter_mut().for_each(|x| *x *= scale);
+                }
                 v
             }
         })

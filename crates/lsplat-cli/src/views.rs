@@ -191,7 +191,7 @@ pub fn open_run(
     dir: &std::path::Path,
     backend: Option<&str>,
 ) -> Result<(lsplat_data::run_dir::RunInputs, lsplat_render::Device)> {
-    let mut run = lsplat_data::run_dir::load_run(dir)?;
+    let mut run = crate::plugins::load_run(dir)?;
     if let Some(b) = backend {
         run.config.device.backend = backend_kind(b)?;
     }

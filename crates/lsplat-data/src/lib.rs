@@ -20,6 +20,7 @@ pub mod ply;
 pub mod run;
 pub mod run_dir;
 pub mod scene;
+pub mod tables;
 pub mod testdata;
 
 pub use error::DataError;

@@ -28,6 +28,34 @@ pub struct RunInputs {
     pub features: Vec<f32>,
     /// Channels C.
     pub channels: usize,
+    /// What maps the composited features into the text space, when the run has it
+    /// (a LangSplatV2 codebook).
+    pub decoder: Option<Decoder>,
+}
+
+/// A linear map from composited features to the text space: a pixel's feature is
+/// `matrixᵀ · f` (a LangSplatV2 codebook, `[C, D]`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decoder {
+    /// `[C, D]`, row-major.
+    pub matrix: Vec<f32>,
+    /// The text-space width D.
+    pub dim: usize,
+    /// The file it was read from.
+    pub file: PathBuf,
+}
+
+/// A run's per-Gaussian features as a model's output files hold them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunFeatures {
+    /// `[N, C]` features to composite.
+    pub data: Vec<f32>,
+    /// Channels C.
+    pub channels: usize,
+    /// The file they came from (for errors).
+    pub file: PathBuf,
+    /// Their map to the text space, if any.
+    pub decoder: Option<Decoder>,
 }
 
 impl RunInputs {
@@ -64,6 +92,15 @@ pub fn image_sizes(dataset_dir: &Path) -> Result<HashMap<String, (u32, u32)>, Da
 /// Reads a run directory: `config.toml`, `features.npy`, and the scene the
 /// configuration names (the embedded demo is regenerated from its `demo` section).
 pub fn load_run(dir: &Path) -> Result<RunInputs, DataError> {
+    load_run_with(dir, &|dir, _| read_features_npy(dir))
+}
+
+/// [`load_run`] with the per-Gaussian features read by `features` (from the run
+/// directory and its configuration: a model with its own output files).
+pub fn load_run_with(
+    dir: &Path,
+    features: &dyn Fn(&Path, &Config) -> Result<RunFeatures, DataError>,
+) -> Result<RunInputs, DataError> {
     let cfg_path = dir.join(CONFIG_FILE);
     if !cfg_path.is_file() {
         return Err(DataError::format(
@@ -81,34 +118,16 @@ pub fn load_run(dir: &Path) -> Result<RunInputs, DataError> {
         ));
     }
     let config = Config::load(&cfg_path)?;
-    let fp = dir.join(FEATURES_NPY);
-    if !fp.exists() {
-        let mut levels: Vec<String> = std::fs::read_dir(dir)
-            .map_err(|e| DataError::io(dir, e))?
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| n.starts_with("level_") && dir.join(n).join(CONFIG_FILE).is_file())
-            .collect();
-        if !levels.is_empty() {
-            levels.sort();
-            return Err(DataError::format(
-                dir,
-                format!(
-                    "a run of several levels: pass one level's folder ({})",
-                    levels.join(", ")
-                ),
-            ));
-        }
-    }
-    let arr = crate::npy::read_npy(&fp)?;
-    let [n, channels] = arr.shape[..] else {
+    let RunFeatures {
+        data,
+        channels,
+        file,
+        decoder,
+    } = features(dir, &config)?;
+    let n = data.len() / channels.max(1);
+    if channels == 0 || data.iter().any(|v| !v.is_finite()) {
         return Err(DataError::format(
-            &fp,
-            format!("shape {:?}; expected [gaussians, channels]", arr.shape),
-        ));
-    };
-    if channels == 0 || arr.data.iter().any(|v| !v.is_finite()) {
-        return Err(DataError::format(
-            &fp,
+            &file,
             "no channels, or a value that is not finite",
         ));
     }
@@ -139,7 +158,7 @@ pub fn load_run(dir: &Path) -> Result<RunInputs, DataError> {
     };
     if gaussians.len() != n {
         return Err(DataError::format(
-            &fp,
+            &file,
             format!(
                 "{n} feature rows but the scene has {} Gaussians",
                 gaussians.len()
@@ -151,8 +170,44 @@ pub fn load_run(dir: &Path) -> Result<RunInputs, DataError> {
         config,
         gaussians,
         cameras,
-        features: arr.data,
+        features: data,
         channels,
+        decoder,
+    })
+}
+
+/// The features of a run that wrote `features.npy` (`[N, C]`).
+pub fn read_features_npy(dir: &Path) -> Result<RunFeatures, DataError> {
+    let fp = dir.join(FEATURES_NPY);
+    if !fp.exists() {
+        let mut levels: Vec<String> = std::fs::read_dir(dir)
+            .map_err(|e| DataError::io(dir, e))?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("level_") && dir.join(n).join(CONFIG_FILE).is_file())
+            .collect();
+        if !levels.is_empty() {
+            levels.sort();
+            return Err(DataError::format(
+                dir,
+                format!(
+                    "a run of several levels: pass one level's folder ({})",
+                    levels.join(", ")
+                ),
+            ));
+        }
+    }
+    let arr = crate::npy::read_npy(&fp)?;
+    let [_, channels] = arr.shape[..] else {
+        return Err(DataError::format(
+            &fp,
+            format!("shape {:?}; expected [gaussians, channels]", arr.shape),
+        ));
+    };
+    Ok(RunFeatures {
+        data: arr.data,
+        channels,
+        file: fp,
+        decoder: None,
     })
 }
 

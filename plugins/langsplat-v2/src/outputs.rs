@@ -8,8 +8,11 @@ use lsplat_device::Backend;
 use lsplat_engine::EngineError;
 use lsplat_engine::resources::Dev;
 
-use crate::TOP_K;
+use lsplat_data::DataError;
+use lsplat_data::run_dir::{Decoder, RunFeatures};
+
 use crate::model::V2State;
+use crate::{CODES, TOP_K};
 
 /// Per-Gaussian codes and weights.
 pub const CODES_FILE: &str = "codes.parquet";
@@ -56,4 +59,72 @@ pub(crate) fn write_files(
         &meta,
     )?;
     Ok(vec![CODES_FILE.into(), CODEBOOK_FILE.into()])
+}
+
+/// A finished LangSplatV2 run's features for `render`, `query` and `eval`: each
+/// Gaussian's dense `[CODES]` weights (zero off its codes) from `codes.parquet`, to
+/// composite, and the codebook from `codebook.parquet` that decodes a composited
+/// pixel (`codebookᵀ·w`).
+pub fn read_run(dir: &Path) -> Result<RunFeatures, DataError> {
+    let cp = dir.join(CODES_FILE);
+    let codes = lsplat_data::tables::read_sparse_codes(&cp)?;
+    let dense = codes.dense(CODES, &cp)?;
+    let bp = dir.join(CODEBOOK_FILE);
+    let (matrix, dim) = lsplat_data::tables::read_row_table(&bp, "code", "feature")?;
+    if matrix.len() != CODES * dim {
+        return Err(DataError::format(
+            &bp,
+            format!(
+                "{} codebook rows; LangSplatV2 has {CODES}",
+                matrix.len() / dim
+            ),
+        ));
+    }
+    Ok(RunFeatures {
+        data: dense,
+        channels: CODES,
+        file: cp,
+        decoder: Some(Decoder {
+            matrix,
+            dim,
+            file: bp,
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_written_run_reads_back_as_dense_weights_and_a_codebook() {
+        let dir = std::env::temp_dir().join(format!("lsplat-v2-out-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let idx: Vec<u32> = (0..3 * TOP_K as u32)
+            .map(|i| (i * 7) % CODES as u32)
+            .collect();
+        let val: Vec<f32> = (0..3 * TOP_K).map(|i| 0.1 * i as f32).collect();
+        let codebook: Vec<f32> = (0..CODES * 5).map(|i| i as f32).collect();
+        write_files(&dir, &idx, &val, &codebook, 5).unwrap();
+        let got = read_run(&dir).unwrap();
+        assert_eq!((got.channels, got.data.len()), (CODES, 3 * CODES));
+        for g in 0..3 {
+            for j in 0..TOP_K {
+                let c = idx[g * TOP_K + j] as usize;
+                assert_eq!(got.data[g * CODES + c], val[g * TOP_K + j]);
+            }
+            let nz = got.data[g * CODES..][..CODES].iter().filter(|&&w| w != 0.0);
+            assert!(nz.count() <= TOP_K);
+        }
+        let dec = got.decoder.unwrap();
+        assert_eq!((dec.matrix, dec.dim), (codebook, 5));
+        // A codebook of the wrong size is refused, naming the file.
+        write_files(&dir, &idx, &val, &[1.0; 10], 5).unwrap();
+        let e = read_run(&dir).unwrap_err().to_string();
+        assert!(
+            e.contains("codebook.parquet") && e.contains("2 codebook rows"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -1,8 +1,11 @@
 //! Helpers shared by the binary's integration tests.
 
+pub mod cli;
+
 /// The Python with the real clients (pyarrow, plyfile, safetensors) named by
 /// LSPLAT_PYTHON, or None to skip — unless LSPLAT_REQUIRE_PYTHON=1, which makes a
 /// missing client a failure.
+#[allow(dead_code)] // not every test crate runs the Python clients
 pub fn python() -> Option<String> {
     let py = std::env::var("LSPLAT_PYTHON").ok();
     if py.is_none() {

@@ -1,0 +1,191 @@
+//! A LangSplatV2 run answers like any other: `render` composites its code weights,
+//! `query` scores them through the run's codebook (checked against decoding every
+//! rendered pixel to 512-D with the library), `eval lerf` finds known objects, and
+//! bad input is refused.
+
+mod common;
+
+use common::cli::*;
+
+use lsplat_data::npy::read_npy;
+
+#[test]
+fn langsplat_v2_runs_render_query_and_eval() {
+    // 10 cameras: k-means needs at least 64 mask features for the 64 codes.
+    let sy = synth_512_orbit(10);
+    let r = &sy.root;
+    let run = r.join("v2");
+    let scene = scene_with(r, "d512");
+    ok(&[
+        "train",
+        "--scene",
+        s(&scene),
+        "--set",
+        "train.model=langsplat_v2",
+        "--set",
+        "train.iterations=150",
+        "--set",
+        "log.progress=false",
+        "--out",
+        s(&run),
+    ]);
+    // render: the composited 64 code weights per pixel.
+    let rd = r.join("render");
+    ok(&[
+        "render",
+        "--run",
+        s(&run),
+        "--cameras",
+        "frame_00002",
+        "--out",
+        s(&rd),
+    ]);
+    let img = read_npy(&rd.join("frame_00002.npy")).unwrap();
+    assert_eq!(img.shape, vec![36, 48, 64]);
+    assert!(rd.join("frame_00002.png").is_file());
+    let w_sum: f32 = img
+        .data
+        .chunks_exact(64)
+        .map(|w| w.iter().sum::<f32>())
+        .sum();
+    assert!(w_sum > 1.0, "the weights composite to something: {w_sum}");
+    // query: the library's relevancy of every rendered pixel decoded through the
+    // codebook, Bᵀw, to 512-D.
+    let text = write_text(r, 512);
+    let q = r.join("q");
+    let said = ok(&[
+        "query",
+        "--run",
+        s(&run),
+        "--text",
+        s(&text),
+        "--out",
+        s(&q),
+        "--cameras",
+        "frame_00002",
+    ]);
+    assert!(
+        said.contains("3 queries on 1 cameras") && said.contains("codebook.parquet"),
+        "{said}"
+    );
+    let (book, dim) =
+        lsplat_data::tables::read_row_table(&run.join("codebook.parquet"), "code", "feature")
+            .unwrap();
+    assert_eq!((book.len(), dim), (64 * 512, 512));
+    let mut dec: Vec<f32> = img
+        .data
+        .chunks_exact(64)
+        .flat_map(|w| {
+            let book = &book;
+            (0..512).map(move |j| {
+                w.iter()
+                    .enumerate()
+                    .map(|(c, &x)| f64::from(x) * f64::from(book[c * 512 + j]))
+                    .sum::<f64>() as f32
+            })
+        })
+        .collect();
+    lsplat_query::normalize_rows(&mut dec, 512);
+    let t = lsplat_data::embeddings::read_embeddings(&text).unwrap();
+    let neg = t.stack(&lsplat_query::CANONICAL).unwrap();
+    for k in 0..3 {
+        let pos = t.stack(&[format!("thing {k}").as_str()]).unwrap();
+        let want = lsplat_query::relevancy(&dec, 512, &pos, &neg).unwrap();
+        let got = read_npy(&q.join(format!("frame_00002/thing_{k}.npy"))).unwrap();
+        assert_eq!(got.shape, vec![36, 48]);
+        let worst = got
+            .data
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| (g - w).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-4, "thing {k}: relevancy differs by {worst}");
+    }
+    // eval lerf on frame 3's known objects (as the V1 test builds them).
+    let labels = known_objects(r);
+    let out = r.join("eval");
+    ok(&[
+        "eval",
+        "lerf",
+        "--run",
+        s(&run),
+        "--labels",
+        s(&labels),
+        "--text",
+        s(&text),
+        "--out",
+        s(&out),
+    ]);
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("lerf.json")).unwrap()).unwrap();
+    let (miou, acc) = (
+        j["miou"].as_f64().unwrap(),
+        j["localization_accuracy"].as_f64().unwrap(),
+    );
+    eprintln!("V2 known-mask eval: mIoU {miou:.3}, accuracy {acc:.3}");
+    assert!(miou > 0.2 && acc >= 0.5, "{j}");
+    // Bad input: an autoencoder for a V2 run; embeddings narrower than the codebook;
+    // a garbled codes file.
+    let ae = r.join("ae.safetensors");
+    std::fs::write(&ae, b"not used").unwrap();
+    let bad = [
+        "query",
+        "--run",
+        s(&run),
+        "--text",
+        s(&text),
+        "--out",
+        "x",
+        "--model",
+        s(&ae),
+    ];
+    let e = fails(&bad);
+    assert!(
+        e.contains("codebook.parquet") && e.contains("--model"),
+        "{e}"
+    );
+    let narrow = write_text(r, 256);
+    let e = fails(&[
+        "query",
+        "--run",
+        s(&run),
+        "--text",
+        s(&narrow),
+        "--out",
+        "x",
+    ]);
+    assert!(e.contains("text256.npy") && e.contains("512-D"), "{e}");
+    let codes = run.join("codes.parquet");
+    let len = std::fs::metadata(&codes).unwrap().len();
+    let bytes = std::fs::read(&codes).unwrap();
+    std::fs::write(&codes, &bytes[..len as usize / 2]).unwrap();
+    let e = fails(&["render", "--run", s(&run), "--out", s(&r.join("x"))]);
+    assert!(e.contains("codes.parquet") && e.contains("Parquet"), "{e}");
+    assert!(!r.join("x").exists(), "nothing written for bad input");
+}
+
+/// Labels of frame 3 from synth's level-3 map: object k's bounding box is the ground
+/// truth of "thing k".
+fn known_objects(r: &std::path::Path) -> std::path::PathBuf {
+    let seg = read_npy(&r.join("language_features/frame_00003_s.npy")).unwrap();
+    let (h, w) = (seg.shape[1], seg.shape[2]);
+    let l3 = &seg.data[3 * w * h..4 * w * h];
+    let mut objects = Vec::new();
+    for k in 0..3 {
+        let pix: Vec<(usize, usize)> = (0..w * h)
+            .filter(|&p| l3[p] >= 0.0 && (l3[p] as usize) % 3 == k)
+            .map(|p| (p % w, p / w))
+            .collect();
+        let Some(x0) = pix.iter().map(|p| p.0).min() else {
+            continue;
+        };
+        let x1 = pix.iter().map(|p| p.0).max().unwrap();
+        let y0 = pix.iter().map(|p| p.1).min().unwrap();
+        let y1 = pix.iter().map(|p| p.1).max().unwrap();
+        objects.push(format!(
+            r#"{{"category": "thing {k}", "bbox": [{x0}, {y0}, {x1}, {y1}], "segmentation": [[{x0}, {y0}], [{x1}, {y0}], [{x1}, {y1}], [{x0}, {y1}]]}}"#
+        ));
+    }
+    assert!(!objects.is_empty());
+    label(r, "frame_00003", (w as u32, h as u32), &objects.join(","))
+}
