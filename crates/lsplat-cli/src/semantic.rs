@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use lsplat_ae::Autoencoder;
 use lsplat_core::Camera;
+use lsplat_cpu::gemm::{MatRef, gemm};
 use lsplat_data::embeddings::TextEmbeddings;
 use lsplat_data::run_dir::Decoder;
 use lsplat_device::Backend;
@@ -35,8 +36,8 @@ pub enum Lift {
     Codebook {
         /// B, `[C, D]`.
         matrix: Vec<f32>,
-        /// G = B·Bᵀ, `[C, C]`, in f64.
-        gram: Vec<f64>,
+        /// G = B·Bᵀ, `[C, C]` (summed in f64).
+        gram: Vec<f32>,
         /// D.
         dim: usize,
         /// The codebook's file (for messages).
@@ -117,14 +118,14 @@ impl Lift {
                 d.matrix.len()
             );
         }
-        let mut gram = vec![0.0f64; channels * channels];
+        let mut gram = vec![0.0f32; channels * channels];
         for (i, a) in d.matrix.chunks_exact(d.dim).enumerate() {
             for (j, b) in d.matrix.chunks_exact(d.dim).enumerate() {
                 gram[i * channels + j] = a
                     .iter()
                     .zip(b)
                     .map(|(&x, &y)| f64::from(x) * f64::from(y))
-                    .sum();
+                    .sum::<f64>() as f32;
             }
         }
         Ok(Lift::Codebook {
@@ -183,14 +184,23 @@ impl Lift {
                 v
             }
             Lift::Codebook { gram, .. } => {
+                // Gw for every pixel at once, then each pixel's wᵀGw = |Bᵀw|².
+                let p = rendered.len() / channels;
+                let mut gw = vec![0.0f32; rendered.len()];
+                gemm(
+                    1.0,
+                    MatRef::new(rendered, p, channels),
+                    MatRef::new(gram, channels, channels),
+                    0.0,
+                    &mut gw,
+                );
                 let mut v = rendered.to_vec();
-                for w in v.chunks_exact_mut(channels) {
-                    let mut q = 0.0f64;
-                    for (i, &wi) in w.iter().enumerate() {
-                        let row = &gram[i * channels..][..channels];
-                        let gw: f64 = row.iter().zip(&*w).map(|(&g, &x)| g * f64::from(x)).sum();
-                        q += f64::from(wi) * gw;
-                    }
+                for (w, g) in v.chunks_exact_mut(channels).zip(gw.chunks_exact(channels)) {
+                    let q: f64 = w
+                        .iter()
+                        .zip(g)
+                        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                        .sum();
                     let scale = if q > 0.0 {
                         (1.0 / q.sqrt()) as f32
                     } else {
