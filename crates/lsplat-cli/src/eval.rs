@@ -20,7 +20,7 @@ use crate::views::{Views, file_stem, progress};
 /// `eval` subcommands.
 #[derive(clap::Subcommand, Debug)]
 pub enum EvalCommand {
-    /// LangSplat's LERF-OVS protocol: per query IoU and localization hit.
+    /// The LERF-OVS protocol (LangSplat's, or LangSplatV2's): per query IoU and localization hit.
     Lerf(LerfArgs),
 }
 
@@ -31,6 +31,15 @@ pub enum FrameMatch {
     Name,
     /// LangSplat's rule: frame k is camera k − 1 of the name-sorted cameras.
     Index,
+}
+
+/// Whose LERF protocol `eval lerf` follows.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtocolArg {
+    /// LangSplat's eval/evaluate_iou_loc.py: 30×30 box smoothing, 7×7 majority vote.
+    Langsplat,
+    /// LangSplatV2's eval_lerf.py: 29×29 in-image mean, 7×7 in-image mean above ½.
+    LangsplatV2,
 }
 
 /// Options of `eval lerf`.
@@ -55,6 +64,10 @@ pub struct LerfArgs {
     /// How label frames are matched to cameras.
     #[arg(long = "match", value_enum, default_value = "name")]
     pub matching: FrameMatch,
+    /// Whose smoothing and clean-up to apply (default: LangSplatV2's for LangSplatV2
+    /// runs, LangSplat's for the others).
+    #[arg(long, value_enum)]
+    pub protocol: Option<ProtocolArg>,
     /// Backend to render on (default: the first run's).
     #[arg(long)]
     pub backend: Option<String>,
@@ -140,6 +153,22 @@ fn lerf_eval(a: LerfArgs) -> Result<()> {
             );
         }
     }
+    let models: Vec<&str> = runs.iter().map(|r| r.config.train.model.as_str()).collect();
+    if let Some(i) = models.iter().position(|m| *m != models[0]) {
+        bail!(
+            "run {} was trained as {} but run {} as {}: the level runs of one evaluation must share a model",
+            a.runs[i].display(),
+            models[i],
+            a.runs[0].display(),
+            models[0]
+        );
+    }
+    let protocol = match a.protocol {
+        Some(ProtocolArg::Langsplat) => lerf::Protocol::LangSplat,
+        Some(ProtocolArg::LangsplatV2) => lerf::Protocol::LangSplatV2,
+        None if models[0] == langsplat_v2::model::NAME => lerf::Protocol::LangSplatV2,
+        None => lerf::Protocol::LangSplat,
+    };
     let lifts: Vec<Lift> = runs
         .iter()
         .zip(&a.runs)
@@ -171,6 +200,7 @@ fn lerf_eval(a: LerfArgs) -> Result<()> {
         runs,
         text,
         lifts,
+        protocol,
     })
 }
 
@@ -181,6 +211,7 @@ struct LerfJob {
     runs: Vec<RunInputs>,
     text: TextEmbeddings,
     lifts: Vec<Lift>,
+    protocol: lerf::Protocol,
 }
 
 /// The result of one (frame, query) pair.
@@ -205,6 +236,7 @@ impl BackendVisitor for LerfJob {
             runs,
             text,
             lifts,
+            protocol,
         } = self;
         std::fs::create_dir_all(&args.out)?;
         let c = runs[0].channels;
@@ -231,8 +263,8 @@ impl BackendVisitor for LerfJob {
             std::fs::create_dir_all(&dir)?;
             for (k, q) in queries.iter().enumerate() {
                 let maps: Vec<Vec<f32>> = per_level.iter().map(|l| l.maps[k].clone()).collect();
-                let filtered = lerf::smooth_levels(&maps, w, h)?;
-                let seg = lerf::segment_filtered(&maps, &filtered, w, h);
+                let filtered = lerf::smooth_levels(protocol, &maps, w, h)?;
+                let seg = lerf::segment_filtered(protocol, &maps, &filtered, w, h);
                 let loc = lerf::localize_filtered(&filtered, w);
                 let hit = lerf::hit(&loc.candidates, &q.boxes);
                 let iou = lerf::iou(&seg.mask, &q.mask);
@@ -258,7 +290,7 @@ impl BackendVisitor for LerfJob {
         let miou = results.iter().map(|r| r.iou).sum::<f64>() / n;
         let hits = results.iter().filter(|r| r.hit).count();
         let json = serde_json::json!({
-            "protocol": "LangSplat LERF-OVS (eval/evaluate_iou_loc.py)",
+            "protocol": protocol.name(),
             "labels": args.labels.display().to_string(),
             "runs": args.runs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "levels": levels,

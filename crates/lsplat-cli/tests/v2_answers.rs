@@ -124,6 +124,37 @@ fn langsplat_v2_runs_render_query_and_eval() {
     );
     eprintln!("V2 known-mask eval: mIoU {miou:.3}, accuracy {acc:.3}");
     assert!(miou > 0.2 && acc >= 0.5, "{j}");
+    assert_eq!(
+        j["protocol"], "LangSplatV2 LERF-OVS (eval_lerf.py)",
+        "a V2 run's default"
+    );
+    // LangSplat's protocol on request: another smoothing, so other maps.
+    let out1 = r.join("eval1");
+    ok(&[
+        "eval",
+        "lerf",
+        "--run",
+        s(&run),
+        "--labels",
+        s(&labels),
+        "--text",
+        s(&text),
+        "--out",
+        s(&out1),
+        "--protocol",
+        "langsplat",
+    ]);
+    let j1: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out1.join("lerf.json")).unwrap()).unwrap();
+    assert_eq!(
+        j1["protocol"],
+        "LangSplat LERF-OVS (eval/evaluate_iou_loc.py)"
+    );
+    eprintln!(
+        "V2 run, LangSplat's protocol: mIoU {:.3}, accuracy {:.3}",
+        j1["miou"].as_f64().unwrap(),
+        j1["localization_accuracy"].as_f64().unwrap()
+    );
     // Bad input: an autoencoder for a V2 run; embeddings narrower than the codebook;
     // a garbled codes file.
     let ae = r.join("ae.safetensors");

@@ -1,4 +1,5 @@
-//! LangSplat's LERF-OVS protocol (workload.md §4; LangSplat's eval/evaluate_iou_loc.py).
+//! LangSplat's LERF-OVS protocol (workload.md §4; LangSplat's eval/evaluate_iou_loc.py),
+//! and LangSplatV2's variant of it ([`Protocol`]).
 //!
 //! Per query and level, on the relevancy map r (`[h, w]`, row-major):
 //! - smoothing: `f = box(r)`, a 30×30 mean (OpenCV `filter2D` with anchor (15, 15) and
@@ -10,6 +11,12 @@
 //! - localization: the level with the largest `max f` (first on ties); every pixel of
 //!   that level equal to its maximum is a candidate; a hit is any candidate inside any
 //!   ground-truth box, bounds inclusive.
+//!
+//! LangSplatV2 (its eval_lerf.py) smooths with a 29×29 mean over the part of the window
+//! inside the image (PyTorch's `AvgPool2d(29, stride 1, padding 14,
+//! count_include_pad=False)`) instead of the box, and cleans the mask by keeping the
+//! pixels whose 7×7 window (inside the image) is more than half ones instead of the
+//! vote; the rest is the same.
 //!
 //! Box sums are computed in float64 and stored as float32 (OpenCV filters float32
 //! images in float32, through a DFT for kernels this large), so exact ties on plateaus
@@ -23,6 +30,77 @@ pub const BOX_SIZE: usize = 30;
 pub const MASK_THRESHOLD: f32 = 0.4;
 /// Half-width of the majority-vote window (7×7).
 pub const VOTE_RADIUS: usize = 3;
+/// Edge of LangSplatV2's smoothing window.
+pub const POOL_SIZE: usize = 29;
+/// Edge of LangSplatV2's clean-up window.
+pub const CLEAN_SIZE: usize = 7;
+
+/// Whose smoothing and clean-up [`segment`] and [`localize`] use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// LangSplat's: 30×30 box (reflect-101), 7×7 majority vote.
+    #[default]
+    LangSplat,
+    /// LangSplatV2's: 29×29 in-image mean, 7×7 in-image mean above ½.
+    LangSplatV2,
+}
+
+impl Protocol {
+    /// The script it follows (for reports).
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::LangSplat => "LangSplat LERF-OVS (eval/evaluate_iou_loc.py)",
+            Protocol::LangSplatV2 => "LangSplatV2 LERF-OVS (eval_lerf.py)",
+        }
+    }
+
+    /// The smoothed map f of a relevancy map.
+    pub fn smooth(self, r: &[f32], w: usize, h: usize) -> Vec<f32> {
+        match self {
+            Protocol::LangSplat => box_filter(r, w, h, BOX_SIZE),
+            Protocol::LangSplatV2 => pool_mean(r, w, h, POOL_SIZE),
+        }
+    }
+
+    /// The cleaned-up mask.
+    pub fn clean(self, mask: &[u8], w: usize, h: usize) -> Vec<u8> {
+        match self {
+            Protocol::LangSplat => majority_vote(mask, w, h),
+            Protocol::LangSplatV2 => {
+                let m: Vec<f32> = mask.iter().map(|&v| f32::from(v != 0)).collect();
+                pool_mean(&m, w, h, CLEAN_SIZE)
+                    .iter()
+                    .map(|&v| u8::from(v > 0.5))
+                    .collect()
+            }
+        }
+    }
+}
+
+/// Mean over the part inside the image of the `k × k` window centred on each pixel
+/// (`k` odd), as PyTorch's `AvgPool2d(k, stride=1, padding=k/2,
+/// count_include_pad=False)`; sums in float64.
+pub fn pool_mean(r: &[f32], w: usize, h: usize, k: usize) -> Vec<f32> {
+    let a = k / 2;
+    let span = |i: usize, len: usize| i.saturating_sub(a)..(i + a + 1).min(len);
+    let mut hsum = vec![0f64; w * h];
+    for y in 0..h {
+        let row = &r[y * w..(y + 1) * w];
+        for x in 0..w {
+            hsum[y * w + x] = row[span(x, w)].iter().map(|&v| f64::from(v)).sum();
+        }
+    }
+    let mut out = vec![0f32; w * h];
+    for y in 0..h {
+        let rows = span(y, h);
+        for x in 0..w {
+            let cols = span(x, w).len();
+            let s: f64 = rows.clone().map(|q| hsum[q * w + x]).sum();
+            out[y * w + x] = (s / (rows.len() * cols) as f64) as f32;
+        }
+    }
+    out
+}
 
 /// OpenCV's `BORDER_REFLECT_101` index (`gfedcb|abcdefgh|gfedcba`), repeated for
 /// offsets larger than the image.
@@ -177,24 +255,32 @@ fn check(levels: &[Vec<f32>], w: usize, h: usize) -> Result<(), QueryError> {
     Ok(())
 }
 
-/// The 30×30 box-filtered map of every level (what both [`segment_filtered`] and
+/// The smoothed map of every level (what both [`segment_filtered`] and
 /// [`localize_filtered`] start from).
-pub fn smooth_levels(levels: &[Vec<f32>], w: usize, h: usize) -> Result<Vec<Vec<f32>>, QueryError> {
+pub fn smooth_levels(
+    protocol: Protocol,
+    levels: &[Vec<f32>],
+    w: usize,
+    h: usize,
+) -> Result<Vec<Vec<f32>>, QueryError> {
     check(levels, w, h)?;
-    Ok(levels
-        .iter()
-        .map(|r| box_filter(r, w, h, BOX_SIZE))
-        .collect())
+    Ok(levels.iter().map(|r| protocol.smooth(r, w, h)).collect())
 }
 
 /// Smoothing, threshold and clean-up of every level; chooses the level by `max r′`.
-pub fn segment(levels: &[Vec<f32>], w: usize, h: usize) -> Result<Segmentation, QueryError> {
-    let filtered = smooth_levels(levels, w, h)?;
-    Ok(segment_filtered(levels, &filtered, w, h))
+pub fn segment(
+    protocol: Protocol,
+    levels: &[Vec<f32>],
+    w: usize,
+    h: usize,
+) -> Result<Segmentation, QueryError> {
+    let filtered = smooth_levels(protocol, levels, w, h)?;
+    Ok(segment_filtered(protocol, levels, &filtered, w, h))
 }
 
-/// [`segment`] from the levels' maps and their box-filtered versions.
+/// [`segment`] from the levels' maps and their smoothed versions.
 pub fn segment_filtered(
+    protocol: Protocol,
     levels: &[Vec<f32>],
     filtered: &[Vec<f32>],
     w: usize,
@@ -210,7 +296,7 @@ pub fn segment_filtered(
         .map(|b| b.iter().copied().fold(f32::NEG_INFINITY, f32::max))
         .collect();
     let level = first_max(&scores);
-    let mask = majority_vote(&threshold(&blended[level], MASK_THRESHOLD), w, h);
+    let mask = protocol.clean(&threshold(&blended[level], MASK_THRESHOLD), w, h);
     Segmentation {
         level,
         scores,
@@ -219,12 +305,20 @@ pub fn segment_filtered(
     }
 }
 
-/// Localization: the level with the largest box-filtered maximum and every pixel at it.
-pub fn localize(levels: &[Vec<f32>], w: usize, h: usize) -> Result<Localization, QueryError> {
-    Ok(localize_filtered(&smooth_levels(levels, w, h)?, w))
+/// Localization: the level with the largest smoothed maximum and every pixel at it.
+pub fn localize(
+    protocol: Protocol,
+    levels: &[Vec<f32>],
+    w: usize,
+    h: usize,
+) -> Result<Localization, QueryError> {
+    Ok(localize_filtered(
+        &smooth_levels(protocol, levels, w, h)?,
+        w,
+    ))
 }
 
-/// [`localize`] from the levels' box-filtered maps.
+/// [`localize`] from the levels' smoothed maps.
 pub fn localize_filtered(filtered: &[Vec<f32>], w: usize) -> Localization {
     let scores: Vec<f32> = filtered
         .iter()

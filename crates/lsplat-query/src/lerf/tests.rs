@@ -135,7 +135,7 @@ fn levels_ties_and_border_boxes() {
         }
     }
     let levels = vec![flat.clone(), plateau.clone()];
-    let loc = localize(&levels, w, h).unwrap();
+    let loc = localize(Protocol::LangSplat, &levels, w, h).unwrap();
     assert_eq!(loc.level, 1);
     assert!((loc.scores[1] - 0.9).abs() < 1e-6);
     let mut want = Vec::new();
@@ -155,11 +155,17 @@ fn levels_ties_and_border_boxes() {
     );
     assert!(!hit(&loc.candidates, &[[26.0, 0.0, 63.0, 47.0]]));
     // Two identical levels tie: the first is chosen.
-    let tie = localize(&[plateau.clone(), plateau.clone()], w, h).unwrap();
+    let tie = localize(
+        Protocol::LangSplat,
+        &[plateau.clone(), plateau.clone()],
+        w,
+        h,
+    )
+    .unwrap();
     assert_eq!(tie.level, 0);
     // Segmentation: the plateau level wins; its mask is the plateau (less the clipped
     // vote at the border and the smoothing at the plateau's edge).
-    let seg = segment(&levels, w, h).unwrap();
+    let seg = segment(Protocol::LangSplat, &levels, w, h).unwrap();
     assert_eq!(seg.level, 1);
     let mut gt = vec![0u8; w * h];
     for y in 0..40 {
@@ -171,5 +177,92 @@ fn levels_ties_and_border_boxes() {
     assert!(score > 0.85 && score < 1.0, "IoU {score}");
     assert_eq!(iou(&gt, &gt), 1.0);
     assert_eq!(iou(&[0, 0], &[0, 0]), 0.0);
-    assert!(segment(&[vec![0.0; 3]], 2, 2).is_err());
+    assert!(segment(Protocol::LangSplat, &[vec![0.0; 3]], 2, 2).is_err());
+}
+
+/// PyTorch's `AvgPool2d(k, 1, k/2, count_include_pad=False)` written as direct loops.
+fn pool_reference(r: &[f32], w: usize, h: usize, k: usize) -> Vec<f32> {
+    let a = (k / 2) as isize;
+    let mut out = vec![0f32; w * h];
+    for y in 0..h as isize {
+        for x in 0..w as isize {
+            let (mut s, mut n) = (0f64, 0usize);
+            for dy in -a..=a {
+                for dx in -a..=a {
+                    let (yy, xx) = (y + dy, x + dx);
+                    if yy >= 0 && yy < h as isize && xx >= 0 && xx < w as isize {
+                        s += f64::from(r[yy as usize * w + xx as usize]);
+                        n += 1;
+                    }
+                }
+            }
+            out[y as usize * w + x as usize] = (s / n as f64) as f32;
+        }
+    }
+    out
+}
+
+#[test]
+fn langsplat_v2_pool_and_clean_up_match_direct_loops() {
+    for (w, h, k) in [(40, 31, 29), (7, 5, 29), (12, 9, 7), (1, 6, 7)] {
+        let r = random_map(w, h, (w * h) as u64);
+        assert_eq!(
+            pool_mean(&r, w, h, k),
+            pool_reference(&r, w, h, k),
+            "{w}x{h}, k {k}"
+        );
+        let mask: Vec<u8> = r.iter().map(|&v| u8::from(v > 0.5)).collect();
+        let m: Vec<f32> = mask.iter().map(|&v| f32::from(v)).collect();
+        let want: Vec<u8> = pool_reference(&m, w, h, CLEAN_SIZE)
+            .iter()
+            .map(|&v| u8::from(v > 0.5))
+            .collect();
+        assert_eq!(Protocol::LangSplatV2.clean(&mask, w, h), want);
+    }
+    // A lone pixel in a corner: 1 of 16 in-image pixels, removed; the vote of
+    // LangSplat differs from the pool near the clipped last row and column.
+    let (w, h) = (10, 8);
+    let mut mask = vec![0u8; w * h];
+    mask[0] = 1;
+    assert!(
+        Protocol::LangSplatV2
+            .clean(&mask, w, h)
+            .iter()
+            .all(|&v| v == 0)
+    );
+    let block: Vec<u8> = (0..w * h).map(|i| u8::from(i % w >= 6)).collect();
+    assert_ne!(
+        Protocol::LangSplatV2.clean(&block, w, h),
+        Protocol::LangSplat.clean(&block, w, h)
+    );
+}
+
+#[test]
+fn the_v2_protocol_segments_and_localizes_with_its_own_smoothing() {
+    let (w, h) = (48, 36);
+    let levels: Vec<Vec<f32>> = (0..3).map(|s| random_map(w, h, 40 + s)).collect();
+    let seg = segment(Protocol::LangSplatV2, &levels, w, h).unwrap();
+    let f: Vec<Vec<f32>> = levels
+        .iter()
+        .map(|r| pool_reference(r, w, h, POOL_SIZE))
+        .collect();
+    let b: Vec<Vec<f32>> = levels.iter().zip(&f).map(|(r, f)| blend(r, f)).collect();
+    let scores: Vec<f32> = b
+        .iter()
+        .map(|x| x.iter().copied().fold(f32::MIN, f32::max))
+        .collect();
+    assert_eq!(seg.scores, scores);
+    let want = Protocol::LangSplatV2.clean(&threshold(&b[seg.level], MASK_THRESHOLD), w, h);
+    assert_eq!(seg.mask, want);
+    let loc = localize(Protocol::LangSplatV2, &levels, w, h).unwrap();
+    let lmax: Vec<f32> = f
+        .iter()
+        .map(|x| x.iter().copied().fold(f32::MIN, f32::max))
+        .collect();
+    assert_eq!(loc.scores, lmax);
+    assert_ne!(
+        segment(Protocol::LangSplat, &levels, w, h).unwrap().mask,
+        seg.mask,
+        "the two protocols agree here: the test would not tell them apart"
+    );
 }
