@@ -549,16 +549,13 @@ impl Backend for CpuBackend {
 
     fn run_op(&self, op: &dyn DeviceOp, items: usize, args: &mut [OpArg<'_, Self>]) -> Result<()> {
         lsplat_device::op::check_call(op, items, args)?;
-        let host = args
-            .iter_mut()
-            .map(|a| match a {
-                OpArg::F32(b) => HostArg::F32(b.as_slice()),
-                OpArg::F32Mut(b) => HostArg::F32Mut(b.as_mut_slice()),
-                OpArg::U32(b) => HostArg::U32(b.as_slice()),
-                OpArg::U32Mut(b) => HostArg::U32Mut(b.as_mut_slice()),
-                OpArg::Scalar(s) => HostArg::Scalar(*s),
-            })
-            .collect();
+        let host = args.iter_mut().map(|a| match a {
+            OpArg::F32(b) => HostArg::F32(b.as_slice()),
+            OpArg::F32Mut(b) => HostArg::F32Mut(b.as_mut_slice()),
+            OpArg::U32(b) => HostArg::U32(b.as_slice()),
+            OpArg::U32Mut(b) => HostArg::U32Mut(b.as_mut_slice()),
+            OpArg::Scalar(s) => HostArg::Scalar(*s),
+        });
         op.run_cpu(items, &mut HostArgs::new(op.name(), host), &self.workers)
     }
 

@@ -38,7 +38,9 @@ pub trait DeviceOp: Send + Sync {
     fn plugin(&self) -> &'static str;
     /// The op's name (for messages).
     fn name(&self) -> &'static str;
-    /// The kernel the GPU runtimes launch.
+    /// The kernel the GPU runtimes launch. It must be the same for every value of the
+    /// op type (it depends only on the plugin and the op's name): a runtime compiles it
+    /// at the first launch and looks it up by (plugin, name) after that.
     fn kernel(&self) -> OpKernel;
     /// Checks a call before it runs on any backend: `lens[i]` is the length of
     /// buffer argument `i` (0 for a scalar). A kernel trusts what this accepts, so
@@ -89,32 +91,64 @@ pub enum HostArg<'a> {
     Scalar(Scalar),
 }
 
-/// The arguments of one CPU op call. Writable slices are handed out once (so an
-/// implementation can hold several of them at the same time).
+/// Most arguments an op call takes (every backend's [`check_call`] refuses more).
+pub const MAX_OP_ARGS: usize = 16;
+
+/// The arguments of one CPU op call, held inline (a call allocates nothing).
+/// Writable slices are handed out once (so an implementation can hold several of them
+/// at the same time).
 #[derive(Debug)]
 pub struct HostArgs<'a> {
     op: &'static str,
-    args: Vec<HostArg<'a>>,
+    args: [HostArg<'a>; MAX_OP_ARGS],
+    /// Arguments given (more than [`MAX_OP_ARGS`]: every access is an error).
+    len: usize,
 }
 
 impl<'a> HostArgs<'a> {
     /// Arguments of op `op`.
-    pub fn new(op: &'static str, args: Vec<HostArg<'a>>) -> Self {
-        HostArgs { op, args }
+    pub fn new(op: &'static str, args: impl IntoIterator<Item = HostArg<'a>>) -> Self {
+        let mut held: [HostArg<'a>; MAX_OP_ARGS] = Default::default();
+        let mut len = 0;
+        for a in args {
+            if let Some(slot) = held.get_mut(len) {
+                *slot = a;
+            }
+            len += 1;
+        }
+        HostArgs {
+            op,
+            args: held,
+            len,
+        }
     }
 
     /// Number of arguments.
     pub fn len(&self) -> usize {
-        self.args.len()
+        self.len
     }
 
     /// True without arguments.
     pub fn is_empty(&self) -> bool {
-        self.args.is_empty()
+        self.len == 0
+    }
+
+    /// Argument `i`, if given.
+    fn get(&self, i: usize) -> Option<&HostArg<'a>> {
+        if self.len > MAX_OP_ARGS || i >= self.len {
+            return None;
+        }
+        self.args.get(i)
     }
 
     fn wrong(&self, i: usize, want: &str) -> DeviceError {
-        let got = match self.args.get(i) {
+        if self.len > MAX_OP_ARGS {
+            return DeviceError::shape(
+                self.op,
+                format!("{} arguments (at most {MAX_OP_ARGS})", self.len),
+            );
+        }
+        let got = match self.get(i) {
             None => "nothing".to_string(),
             Some(HostArg::Taken) => "an argument taken already".to_string(),
             Some(HostArg::F32(_)) => "a read-only float buffer".to_string(),
@@ -137,9 +171,10 @@ impl<'a> HostArgs<'a> {
         want: &str,
         pick: impl FnOnce(HostArg<'a>) -> std::result::Result<T, HostArg<'a>>,
     ) -> Result<T> {
-        let Some(slot) = self.args.get_mut(i) else {
+        if self.get(i).is_none() {
             return Err(self.wrong(i, want));
-        };
+        }
+        let slot = &mut self.args[i];
         match pick(std::mem::take(slot)) {
             Ok(v) => Ok(v),
             Err(back) => {
@@ -185,7 +220,7 @@ impl<'a> HostArgs<'a> {
 
     /// Argument `i` as a `float` value.
     pub fn scalar_f32(&self, i: usize) -> Result<f32> {
-        match self.args.get(i) {
+        match self.get(i) {
             Some(HostArg::Scalar(Scalar::F32(v))) => Ok(*v),
             _ => Err(self.wrong(i, "a float value")),
         }
@@ -193,7 +228,7 @@ impl<'a> HostArgs<'a> {
 
     /// Argument `i` as a `u32` value.
     pub fn scalar_u32(&self, i: usize) -> Result<u32> {
-        match self.args.get(i) {
+        match self.get(i) {
             Some(HostArg::Scalar(Scalar::U32(v))) => Ok(*v),
             _ => Err(self.wrong(i, "a u32 value")),
         }
@@ -276,17 +311,13 @@ pub fn run_through_host<B: Backend>(
         });
     }
     {
-        let host = held
-            .iter_mut()
-            .zip(args.iter())
-            .map(|(h, a)| match (h, a) {
-                (Held::F(v), OpArg::F32Mut(_)) => HostArg::F32Mut(v),
-                (Held::F(v), _) => HostArg::F32(v),
-                (Held::U(v), OpArg::U32Mut(_)) => HostArg::U32Mut(v),
-                (Held::U(v), _) => HostArg::U32(v),
-                (Held::S(s), _) => HostArg::Scalar(*s),
-            })
-            .collect();
+        let host = held.iter_mut().zip(args.iter()).map(|(h, a)| match (h, a) {
+            (Held::F(v), OpArg::F32Mut(_)) => HostArg::F32Mut(v),
+            (Held::F(v), _) => HostArg::F32(v),
+            (Held::U(v), OpArg::U32Mut(_)) => HostArg::U32Mut(v),
+            (Held::U(v), _) => HostArg::U32(v),
+            (Held::S(s), _) => HostArg::Scalar(*s),
+        });
         op.run_cpu(items, &mut HostArgs::new(op.name(), host), &SerialPool)?;
     }
     for (h, a) in held.iter().zip(args.iter_mut()) {
@@ -306,7 +337,7 @@ pub fn check_call<B: Backend>(
     items: usize,
     args: &[OpArg<'_, B>],
 ) -> Result<()> {
-    let mut lens = [0usize; 16];
+    let mut lens = [0usize; MAX_OP_ARGS];
     if args.len() > lens.len() {
         return Err(DeviceError::shape(
             op.name(),

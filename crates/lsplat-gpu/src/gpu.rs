@@ -17,6 +17,9 @@ pub struct Gpu<R: Runtime> {
     families: Mutex<HashMap<FamilyKey, Arc<R::Module>>>,
     sources: Mutex<HashMap<u64, Arc<R::Module>>>,
     functions: Mutex<HashMap<(FamilyKey, &'static str), R::Function>>,
+    /// Plugin ops' kernels by (plugin, op) with their block size: a launch after the
+    /// first builds no source, define list or label and hashes no source.
+    pub(crate) plugin_fns: Mutex<HashMap<(&'static str, &'static str), (R::Function, u32)>>,
     /// Per-block partial sums of the loss kernels, kept between steps (grown only when
     /// a larger camera needs more), so a warm step allocates nothing.
     pub(crate) partials: Mutex<Option<crate::buf::GpuBuf<R, f64>>>,
@@ -30,6 +33,7 @@ impl<R: Runtime> Gpu<R> {
             families: Mutex::new(HashMap::new()),
             sources: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
+            plugin_fns: Mutex::new(HashMap::new()),
             partials: Mutex::new(None),
         }
     }

@@ -217,12 +217,7 @@ pub(crate) fn plugin_op<R: Runtime>(
             ),
         ));
     }
-    let k = op.kernel();
-    let label = format!("plugin {}, op {} ({})", op.plugin(), op.name(), k.entry);
-    let source = lsplat_kernels::plugin_source(&format!("{}.cu", op.plugin()), k.source);
-    let mut defines = lsplat_kernels::plugin_defines();
-    defines.extend(k.defines.iter().cloned());
-    let f = gpu.source_function(&label, &source, &defines, k.entry)?;
+    let (f, block) = plugin_launchable(gpu, op)?;
     if items == 0 {
         return Ok(());
     }
@@ -240,13 +235,30 @@ pub(crate) fn plugin_op<R: Runtime>(
     }
     let n = a.len();
     let mut p = a.pointers();
-    let dims = LaunchDims::cover(items as u64, k.block.max(1));
+    let dims = LaunchDims::cover(items as u64, block.max(1));
     // SAFETY: the parameter array follows the plugin-op convention of
     // `lsplat_device::op` (`u32 items`, then each buffer as a device pointer and each
     // scalar by value, in order), which the op's kernel declares; the op's `check`
     // accepted these buffer lengths for `items`, and its kernel stays within what
     // `check` accepts (the op's contract, tested on simt with guarded buffers).
     unsafe { gpu.rt.launch(&f, dims, &mut p[..n]) }
+}
+
+/// The compiled kernel of a plugin op and its block size, looked up by (plugin, op)
+/// after the first launch (an op's kernel depends only on its plugin and name:
+/// `lsplat_device::DeviceOp::kernel`).
+fn plugin_launchable<R: Runtime>(
+    gpu: &Gpu<R>,
+    op: &dyn lsplat_device::DeviceOp,
+) -> Result<(R::Function, u32), DeviceError> {
+    let key = (op.plugin(), op.name());
+    if let Some(hit) = crate::gpu::lock(&gpu.plugin_fns).get(&key) {
+        return Ok(hit.clone());
+    }
+    let f = plugin_function(gpu, op)?;
+    let block = op.kernel().block;
+    crate::gpu::lock(&gpu.plugin_fns).insert(key, (f.clone(), block));
+    Ok((f, block))
 }
 
 /// The compiled kernel of a plugin op (compiled once per source and define set).
