@@ -8,6 +8,7 @@ mod common;
 use common::cli::*;
 
 use lsplat_data::npy::read_npy;
+use lsplat_tests::reference;
 
 #[test]
 fn langsplat_v2_runs_render_query_and_eval() {
@@ -43,12 +44,33 @@ fn langsplat_v2_runs_render_query_and_eval() {
     let img = read_npy(&rd.join("frame_00002.npy")).unwrap();
     assert_eq!(img.shape, vec![36, 48, 64]);
     assert!(rd.join("frame_00002.png").is_file());
-    let w_sum: f32 = img
-        .data
-        .chunks_exact(64)
-        .map(|w| w.iter().sum::<f32>())
-        .sum();
-    assert!(w_sum > 1.0, "the weights composite to something: {w_sum}");
+    // The reference: each Gaussian's dense weights from codes.parquet composited in
+    // float64 (the run read back as the CLI reads it, with the plugin's reader).
+    let back =
+        lsplat_data::run_dir::load_run_with(&run, &|d, _| langsplat_v2::outputs::read_run(d))
+            .unwrap();
+    let cam = back.camera("frame_00002").unwrap();
+    let splats = reference::project(&back.gaussians, cam, 0.01, 1e10);
+    let (mut checked, mut covered) = (0, 0);
+    for y in 0..36u32 {
+        for x in 0..48u32 {
+            let r = reference::pixel(&splats, &back.features, 64, x, y, 1e-4);
+            if r.ambiguous {
+                continue;
+            }
+            let p = (y * 48 + x) as usize;
+            for c in 0..64 {
+                let got = f64::from(img.data[p * 64 + c]);
+                assert!((got - r.value[c]).abs() < 1e-4, "pixel ({x}, {y}) code {c}");
+            }
+            checked += 1;
+            covered += usize::from(!r.weights.is_empty());
+        }
+    }
+    assert!(
+        checked > 1000 && covered > 100,
+        "{checked} checked, {covered} covered"
+    );
     // query: the library's relevancy of every rendered pixel decoded through the
     // codebook, Bᵀw, to 512-D.
     let text = write_text(r, 512);
