@@ -280,40 +280,9 @@ fn eval_lerf_on_known_masks() {
         s(&run),
     ]);
     let text = write_text(r, 512);
-    // Ground truth from frame_00003's default-level map (rows 0..3 are the objects, the
-    // features of "thing k"): each object's bounding box is its polygon and its box.
-    let seg = read_npy(&r.join("language_features/frame_00003_s.npy")).unwrap();
-    let (h, w) = (seg.shape[1], seg.shape[2]);
-    let mut objects = Vec::new();
-    for k in 0..3 {
-        let l3 = &seg.data[3 * w * h..4 * w * h];
-        let first = seg.data[..w * h]
-            .iter()
-            .copied()
-            .filter(|v| *v >= 0.0)
-            .fold(f32::MAX, f32::min);
-        let _ = first;
-        let pix: Vec<(usize, usize)> = (0..w * h)
-            .filter(|&p| l3[p] >= 0.0 && (l3[p] as usize) % 3 == k)
-            .map(|p| (p % w, p / w))
-            .collect();
-        if pix.is_empty() {
-            continue;
-        }
-        let (x0, x1) = (
-            pix.iter().map(|p| p.0).min().unwrap(),
-            pix.iter().map(|p| p.0).max().unwrap(),
-        );
-        let (y0, y1) = (
-            pix.iter().map(|p| p.1).min().unwrap(),
-            pix.iter().map(|p| p.1).max().unwrap(),
-        );
-        objects.push(format!(
-            r#"{{"category": "thing {k}", "bbox": [{x0}, {y0}, {x1}, {y1}], "segmentation": [[{x0}, {y0}], [{x1}, {y0}], [{x1}, {y1}], [{x0}, {y1}]]}}"#
-        ));
-    }
-    assert!(!objects.is_empty());
-    let labels = label(r, "frame_00003", (w as u32, h as u32), &objects.join(","));
+    // Ground truth: frame_00003's objects (rows 0..3 are their features, "thing k").
+    let (objects, (w, h)) = known_objects(r);
+    let labels = label(r, "frame_00003", (w, h), &objects.join(","));
     let out = r.join("eval");
     let said = ok(&[
         "eval",
@@ -359,7 +328,7 @@ fn eval_lerf_on_known_masks() {
         serde_json::from_str(&std::fs::read_to_string(out2.join("lerf.json")).unwrap()).unwrap();
     assert_eq!(j2["miou"], j["miou"]);
     // A frame with no camera.
-    label(r, "frame_00009", (w as u32, h as u32), &objects[0]);
+    label(r, "frame_00009", (w, h), &objects[0]);
     let e = fails(&[
         "eval",
         "lerf",

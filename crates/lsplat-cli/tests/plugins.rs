@@ -4,106 +4,17 @@
 //! trains the built-in model, bad combinations are refused before a run directory
 //! is made, and `info` lists what is linked.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-use lsplat_core::config::{BackendKind, DemoConfig};
+use std::path::{Path, PathBuf};
+
+use common::cli::*;
+use lsplat_core::config::BackendKind;
 use lsplat_data::run;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_lsplat-engine"))
-}
-
-fn run(args: &[&str]) -> Output {
-    let o = bin().args(args).output().unwrap();
-    assert!(
-        !String::from_utf8_lossy(&o.stderr).contains("panicked"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = run(args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// A tiny splat (the demo's 1500 Gaussians) and a synth dataset of `dim`-D features
-/// over 4 orbit cameras of 48×36 beside it; `scene` is its scene file.
-struct Synth {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    scene: PathBuf,
-}
-
-/// `objects` level-3 objects (4× as many masks at level 1, the level trained).
+/// A synth scene of `dim`-D features with `objects` level-3 objects over 4 cameras.
 fn synth(dim: usize, objects: usize) -> Synth {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let demo = lsplat_data::demo::generate(
-        &DemoConfig {
-            gaussians: 1500,
-            objects: 3,
-            ..Default::default()
-        },
-        1,
-    )
-    .unwrap();
-    let n = demo.scene.gaussians.len();
-    let ply = lsplat_data::ply::SplatPly {
-        gaussians: demo.scene.gaussians,
-        sh_degree: 0,
-        sh_dc: vec![[0.0; 3]; n],
-        sh_rest: Vec::new(),
-        extra_names: Vec::new(),
-        extra: Vec::new(),
-    };
-    lsplat_data::ply::write_ply(&root.join("tiny.ply"), &ply).unwrap();
-    let (dim, objects) = (dim.to_string(), objects.to_string());
-    ok(&[
-        "synth",
-        "--splats",
-        s(&root.join("tiny.ply")),
-        "--orbit",
-        "4",
-        "--width",
-        "48",
-        "--height",
-        "36",
-        "--up",
-        "z",
-        "--objects",
-        &objects,
-        "--dim",
-        &dim,
-        "--out",
-        s(&root),
-    ]);
-    // scene.toml names `dataset` beside it.
-    ok(&[
-        "import",
-        "langsplat",
-        "--source",
-        s(&root.join("language_features")),
-        "--out",
-        s(&root.join("dataset")),
-    ]);
-    let scene = root.join("scene.toml");
-    Synth {
-        _dir: dir,
-        root,
-        scene,
-    }
+    synth_scene(dim, objects, 4, "dataset")
 }
 
 /// The 512-D scene V2 trains: with 3 objects the 4 cameras see only 32 level-1 mask

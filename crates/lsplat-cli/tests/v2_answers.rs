@@ -13,14 +13,13 @@ use lsplat_tests::reference;
 #[test]
 fn langsplat_v2_runs_render_query_and_eval() {
     // 10 cameras: k-means needs at least 64 mask features for the 64 codes.
-    let sy = synth_512_orbit(10);
+    let sy = synth_scene(512, 3, 10, "d512");
     let r = &sy.root;
-    let run = r.join("v2");
-    let scene = scene_with(r, "d512");
+    let (run, scene) = (r.join("v2"), &sy.scene);
     ok(&[
         "train",
         "--scene",
-        s(&scene),
+        s(scene),
         "--set",
         "train.model=langsplat_v2",
         "--set",
@@ -124,7 +123,8 @@ fn langsplat_v2_runs_render_query_and_eval() {
         assert!(worst < 1e-4, "thing {k}: relevancy differs by {worst}");
     }
     // eval lerf on frame 3's known objects (as the V1 test builds them).
-    let labels = known_objects(r);
+    let (objects, size) = known_objects(r);
+    let labels = label(r, "frame_00003", size, &objects.join(","));
     let out = r.join("eval");
     ok(&[
         "eval",
@@ -215,30 +215,4 @@ fn langsplat_v2_runs_render_query_and_eval() {
     let e = fails(&["render", "--run", s(&run), "--out", s(&r.join("x"))]);
     assert!(e.contains("codes.parquet") && e.contains("Parquet"), "{e}");
     assert!(!r.join("x").exists(), "nothing written for bad input");
-}
-
-/// Labels of frame 3 from synth's level-3 map: object k's bounding box is the ground
-/// truth of "thing k".
-fn known_objects(r: &std::path::Path) -> std::path::PathBuf {
-    let seg = read_npy(&r.join("language_features/frame_00003_s.npy")).unwrap();
-    let (h, w) = (seg.shape[1], seg.shape[2]);
-    let l3 = &seg.data[3 * w * h..4 * w * h];
-    let mut objects = Vec::new();
-    for k in 0..3 {
-        let pix: Vec<(usize, usize)> = (0..w * h)
-            .filter(|&p| l3[p] >= 0.0 && (l3[p] as usize) % 3 == k)
-            .map(|p| (p % w, p / w))
-            .collect();
-        let Some(x0) = pix.iter().map(|p| p.0).min() else {
-            continue;
-        };
-        let x1 = pix.iter().map(|p| p.0).max().unwrap();
-        let y0 = pix.iter().map(|p| p.1).min().unwrap();
-        let y1 = pix.iter().map(|p| p.1).max().unwrap();
-        objects.push(format!(
-            r#"{{"category": "thing {k}", "bbox": [{x0}, {y0}, {x1}, {y1}], "segmentation": [[{x0}, {y0}], [{x1}, {y0}], [{x1}, {y1}], [{x0}, {y1}]]}}"#
-        ));
-    }
-    assert!(!objects.is_empty());
-    label(r, "frame_00003", (w as u32, h as u32), &objects.join(","))
 }

@@ -43,19 +43,23 @@ pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// A tiny splat (the demo's Gaussians) with a 512-D synth dataset beside it.
+/// A tiny splat (the demo's 1500 Gaussians) with a synth dataset beside it; `scene`
+/// is the scene file that trains on it.
 pub struct Synth {
     pub _dir: tempfile::TempDir,
     pub root: PathBuf,
+    pub scene: PathBuf,
 }
 
+/// The 512-D synth scene of the answer tests: 3 objects, 4 cameras, imported to `d512`.
 pub fn synth_512() -> Synth {
-    synth_512_orbit(4)
+    synth_scene(512, 3, 4, "d512")
 }
 
-/// [`synth_512`] with `cameras` orbit cameras.
-pub fn synth_512_orbit(cameras: u32) -> Synth {
-    let cameras = cameras.to_string();
+/// A synth dataset of `dim`-D features with `objects` level-3 objects (4× as many
+/// masks at level 1, the level trained) over `cameras` orbit cameras of 48×36,
+/// imported to `<root>/<dataset>`.
+pub fn synth_scene(dim: usize, objects: usize, cameras: u32, dataset: &str) -> Synth {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
     let demo = lsplat_data::demo::generate(
@@ -77,6 +81,7 @@ pub fn synth_512_orbit(cameras: u32) -> Synth {
         extra: Vec::new(),
     };
     lsplat_data::ply::write_ply(&root.join("tiny.ply"), &ply).unwrap();
+    let (dim, objects, cameras) = (dim.to_string(), objects.to_string(), cameras.to_string());
     ok(&[
         "synth",
         "--splats",
@@ -90,9 +95,9 @@ pub fn synth_512_orbit(cameras: u32) -> Synth {
         "--up",
         "z",
         "--objects",
-        "3",
+        &objects,
         "--dim",
-        "512",
+        &dim,
         "--out",
         s(&root),
     ]);
@@ -102,9 +107,19 @@ pub fn synth_512_orbit(cameras: u32) -> Synth {
         "--source",
         s(&root.join("language_features")),
         "--out",
-        s(&root.join("d512")),
+        s(&root.join(dataset)),
     ]);
-    Synth { _dir: dir, root }
+    // synth's scene.toml names `dataset` beside it.
+    let scene = if dataset == "dataset" {
+        root.join("scene.toml")
+    } else {
+        scene_with(&root, dataset)
+    };
+    Synth {
+        _dir: dir,
+        root,
+        scene,
+    }
 }
 
 /// Text embeddings: the canonical phrases (random unit vectors) and one query per
@@ -150,4 +165,31 @@ pub fn label(root: &Path, frame: &str, (w, h): (u32, u32), objects: &str) -> Pat
     )
     .unwrap();
     dir
+}
+
+/// frame_00003's level-3 objects from synth's map (`language_features/
+/// frame_00003_s.npy`): object k's bounding box, as polygon and box, is the ground
+/// truth of "thing k" (LERF label objects), and the image size.
+pub fn known_objects(r: &Path) -> (Vec<String>, (u32, u32)) {
+    let seg = read_npy(&r.join("language_features/frame_00003_s.npy")).unwrap();
+    let (h, w) = (seg.shape[1], seg.shape[2]);
+    let l3 = &seg.data[3 * w * h..4 * w * h];
+    let mut objects = Vec::new();
+    for k in 0..3 {
+        let pix: Vec<(usize, usize)> = (0..w * h)
+            .filter(|&p| l3[p] >= 0.0 && (l3[p] as usize) % 3 == k)
+            .map(|p| (p % w, p / w))
+            .collect();
+        let Some(x0) = pix.iter().map(|p| p.0).min() else {
+            continue;
+        };
+        let x1 = pix.iter().map(|p| p.0).max().unwrap();
+        let y0 = pix.iter().map(|p| p.1).min().unwrap();
+        let y1 = pix.iter().map(|p| p.1).max().unwrap();
+        objects.push(format!(
+            r#"{{"category": "thing {k}", "bbox": [{x0}, {y0}, {x1}, {y1}], "segmentation": [[{x0}, {y0}], [{x1}, {y0}], [{x1}, {y1}], [{x0}, {y1}]]}}"#
+        ));
+    }
+    assert!(!objects.is_empty());
+    (objects, (w as u32, h as u32))
 }
