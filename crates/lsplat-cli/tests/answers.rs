@@ -284,21 +284,7 @@ fn eval_lerf_on_known_masks() {
     let (objects, (w, h)) = known_objects(r);
     let labels = label(r, "frame_00003", (w, h), &objects.join(","));
     let out = r.join("eval");
-    let said = ok(&[
-        "eval",
-        "lerf",
-        "--run",
-        s(&run),
-        "--labels",
-        s(&labels),
-        "--text",
-        s(&text),
-        "--out",
-        s(&out),
-    ]);
-    assert!(said.contains("mIoU"), "{said}");
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("lerf.json")).unwrap()).unwrap();
+    let j = eval_lerf(&run, &labels, &text, &out, &[]);
     assert_eq!(j["pairs"], objects.len());
     let miou = j["miou"].as_f64().unwrap();
     let acc = j["localization_accuracy"].as_f64().unwrap();
@@ -310,22 +296,7 @@ fn eval_lerf_on_known_masks() {
     );
     // LangSplat's index rule maps frame 3 to the third camera: the same answer.
     let out2 = r.join("eval2");
-    ok(&[
-        "eval",
-        "lerf",
-        "--run",
-        s(&run),
-        "--labels",
-        s(&labels),
-        "--text",
-        s(&text),
-        "--out",
-        s(&out2),
-        "--match",
-        "index",
-    ]);
-    let j2: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out2.join("lerf.json")).unwrap()).unwrap();
+    let j2 = eval_lerf(&run, &labels, &text, &out2, &["--match", "index"]);
     assert_eq!(j2["miou"], j["miou"]);
     // A frame with no camera.
     label(r, "frame_00009", (w, h), &objects[0]);

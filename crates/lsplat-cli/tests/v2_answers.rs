@@ -126,20 +126,7 @@ fn langsplat_v2_runs_render_query_and_eval() {
     let (objects, size) = known_objects(r);
     let labels = label(r, "frame_00003", size, &objects.join(","));
     let out = r.join("eval");
-    ok(&[
-        "eval",
-        "lerf",
-        "--run",
-        s(&run),
-        "--labels",
-        s(&labels),
-        "--text",
-        s(&text),
-        "--out",
-        s(&out),
-    ]);
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("lerf.json")).unwrap()).unwrap();
+    let j = eval_lerf(&run, &labels, &text, &out, &[]);
     let (miou, acc) = (
         j["miou"].as_f64().unwrap(),
         j["localization_accuracy"].as_f64().unwrap(),
@@ -152,22 +139,7 @@ fn langsplat_v2_runs_render_query_and_eval() {
     );
     // LangSplat's protocol on request: another smoothing, so other maps.
     let out1 = r.join("eval1");
-    ok(&[
-        "eval",
-        "lerf",
-        "--run",
-        s(&run),
-        "--labels",
-        s(&labels),
-        "--text",
-        s(&text),
-        "--out",
-        s(&out1),
-        "--protocol",
-        "langsplat",
-    ]);
-    let j1: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out1.join("lerf.json")).unwrap()).unwrap();
+    let j1 = eval_lerf(&run, &labels, &text, &out1, &["--protocol", "langsplat"]);
     assert_eq!(
         j1["protocol"],
         "LangSplat LERF-OVS (eval/evaluate_iou_loc.py)"

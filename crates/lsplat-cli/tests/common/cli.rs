@@ -193,3 +193,30 @@ pub fn known_objects(r: &Path) -> (Vec<String>, (u32, u32)) {
     assert!(!objects.is_empty());
     (objects, (w as u32, h as u32))
 }
+
+/// `eval lerf --run <run> --labels <labels> --text <text> --out <out> <extra…>`, and
+/// the `lerf.json` it wrote.
+pub fn eval_lerf(
+    run: &Path,
+    labels: &Path,
+    text: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> serde_json::Value {
+    let mut args = vec![
+        "eval",
+        "lerf",
+        "--run",
+        s(run),
+        "--labels",
+        s(labels),
+        "--text",
+        s(text),
+        "--out",
+        s(out),
+    ];
+    args.extend(extra);
+    let said = ok(&args);
+    assert!(said.contains("mIoU"), "{said}");
+    serde_json::from_str(&std::fs::read_to_string(out.join("lerf.json")).unwrap()).unwrap()
+}
