@@ -126,8 +126,14 @@ pub fn project(g: &Gaussians, cam: &Camera, near: f64, far: f64) -> Vec<Splat> {
     out
 }
 
+/// Relative depth difference below which two splats may be sorted either way by a
+/// backend that sorts float32 depths (a few float32 ulps).
+pub const DEPTH_MARGIN: f64 = 1e-6;
+
 /// A rendered pixel and whether a discrete decision was within `margin` (relative)
-/// of its threshold, so that float32 rounding could flip it.
+/// of its threshold, so that float32 rounding could flip it: an alpha or
+/// transmittance test, or (when `margin > 0`) the order of two contributing splats
+/// whose depths differ by at most [`DEPTH_MARGIN`] (relative).
 #[derive(Clone, Debug)]
 pub struct RefPixel {
     /// Composited features.
@@ -152,6 +158,7 @@ pub fn pixel(
     let mut value = vec![0.0; c];
     let mut weights = Vec::new();
     let mut ambiguous = false;
+    let mut last_depth: Option<f64> = None;
     let at = ALPHA_THRESHOLD as f64;
     let ts = TRANSMITTANCE_STOP as f64;
     for s in splats {
@@ -173,6 +180,14 @@ pub fn pixel(
         if next <= ts {
             break;
         }
+        // Two contributing splats at nearly the same depth may be sorted either way.
+        if let Some(d) = last_depth
+            && margin > 0.0
+            && (s.depth - d).abs() <= DEPTH_MARGIN * s.depth.abs().max(d.abs())
+        {
+            ambiguous = true;
+        }
+        last_depth = Some(s.depth);
         let w = alpha * t;
         for k in 0..c {
             value[k] += w * features[s.id * c + k] as f64;

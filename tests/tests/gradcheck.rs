@@ -22,7 +22,17 @@ fn check(kind: LossKind) {
     let rows = 6;
     let table: Vec<f32> = (0..rows * c).map(|_| rng.range(-1.0, 1.0)).collect();
     let grid = TileGrid::new(16, w, h);
-    let (pixels, offsets) = grid.select_pixels(|p| p.wrapping_mul(2654435761u32) >> 30 != 0);
+    // The reference's splats; pixels where a decision sits within 1e-4 of its
+    // threshold are left out, float32 may decide them either way (seed
+    // 1795798647375328136: two splats' depths 1e-4 apart, sorted the other way round
+    // by the backend, changed ~70 pixels and the loss by 3e-5).
+    let splats = reference::project(&g, &cam, 0.01, 1e10);
+    let zeros = vec![0f32; g.len()];
+    let (pixels, offsets) = grid.select_pixels(|p| {
+        p.wrapping_mul(2654435761u32) >> 30 != 0
+            && !reference::pixel(&splats, &zeros, 1, p % w, p / w, 1e-4).ambiguous
+    });
+    assert!(pixels.len() > 1200, "{} pixels left", pixels.len());
     let mask: Vec<u32> = pixels.iter().map(|&p| p % rows as u32).collect();
 
     // Analytic gradient through the backend.
@@ -56,8 +66,6 @@ fn check(kind: LossKind) {
     dev.normalize_backward(&x, &dxn, c, &mut dx).unwrap();
 
     // Reference loss in float64 with fixed reference weights.
-    let splats = reference::project(&g, &cam, 0.01, 1e10);
-    let zeros = vec![0f32; g.len()];
     let weights: Vec<Vec<(usize, f64)>> = pixels
         .iter()
         .map(|&p| reference::pixel(&splats, &zeros, 1, p % w, p / w, 0.0).weights)
