@@ -121,11 +121,7 @@ impl Lift {
         let mut gram = vec![0.0f32; channels * channels];
         for (i, a) in d.matrix.chunks_exact(d.dim).enumerate() {
             for (j, b) in d.matrix.chunks_exact(d.dim).enumerate() {
-                gram[i * channels + j] = a
-                    .iter()
-                    .zip(b)
-                    .map(|(&x, &y)| f64::from(x) * f64::from(y))
-                    .sum::<f64>() as f32;
+                gram[i * channels + j] = dot(a, b);
             }
         }
         Ok(Lift::Codebook {
@@ -158,14 +154,7 @@ impl Lift {
         match self {
             Lift::Codebook { matrix, dim, .. } => rows
                 .chunks_exact(*dim)
-                .flat_map(|t| {
-                    matrix.chunks_exact(*dim).map(move |b| {
-                        b.iter()
-                            .zip(t)
-                            .map(|(&x, &y)| f64::from(x) * f64::from(y))
-                            .sum::<f64>() as f32
-                    })
-                })
+                .flat_map(|t| matrix.chunks_exact(*dim).map(move |b| dot(b, t)))
                 .collect(),
             _ => rows.to_vec(),
         }
@@ -212,6 +201,14 @@ impl Lift {
             }
         })
     }
+}
+
+/// `a·b` summed in f64, rounded to f32.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum::<f64>() as f32
 }
 
 /// Positive embeddings `[Q, D]` of `queries` and the canonical negatives `[4, D]`; a
