@@ -7,7 +7,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use langsplat_v2::ops::{AdamSelectOp, StepConstants};
 use langsplat_v2::{CODES, TOP_K};
 use lsplat_core::Rng;
-use lsplat_device::{AdamParams, Backend, OpArg, Scalar};
+use lsplat_device::{Backend, OpArg, Scalar};
 
 fn pass(crit: &mut Criterion, name: &str, n: usize, density: f32) {
     let dev = lsplat_cpu::CpuBackend::new(2);
@@ -44,15 +44,7 @@ fn pass(crit: &mut Criterion, name: &str, n: usize, density: f32) {
     group.bench_function(name, |b| {
         b.iter(|| {
             step += 1;
-            let h = AdamParams {
-                lr: 0.0025,
-                beta1: 0.9,
-                beta2: 0.999,
-                eps: 1e-15,
-                step,
-                grad_scale: 1.0,
-            };
-            let k = StepConstants::new(&h);
+            let k = StepConstants::at(0.0025, 0.9, 0.999, 1e-15, step);
             let [a, b2, c, d, e] = AdamSelectOp::scalars(&k).map(|x| OpArg::Scalar(Scalar::F32(x)));
             let mut args = [
                 OpArg::F32Mut(&mut logits),
