@@ -45,6 +45,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdarg>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -677,6 +678,9 @@ inline T atomicAdd(T* p, T v) {
   return std::atomic_ref<T>(*p).fetch_add(v, std::memory_order_relaxed);
 }
 inline void unsafeAtomicAdd(float* p, float v) { atomicAdd(p, v); }
+// A fence between a block's writes and an atomic (and between the atomic and the
+// reads of what other blocks wrote): blocks run on concurrent OS threads.
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 template <typename A, typename B>
 inline std::common_type_t<A, B> min(A a, B b) {

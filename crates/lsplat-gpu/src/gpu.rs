@@ -23,6 +23,8 @@ pub struct Gpu<R: Runtime> {
     /// Per-block partial sums of the loss kernels, kept between steps (grown only when
     /// a larger camera needs more), so a warm step allocates nothing.
     pub(crate) partials: Mutex<Option<crate::buf::GpuBuf<R, f64>>>,
+    /// Per-kernel launch counts and device time, kept only under `LSPLAT_GPU_PROFILE=1`.
+    profile: Option<Mutex<crate::profile::Profile>>,
 }
 
 impl<R: Runtime> Gpu<R> {
@@ -35,7 +37,23 @@ impl<R: Runtime> Gpu<R> {
             functions: Mutex::new(HashMap::new()),
             plugin_fns: Mutex::new(HashMap::new()),
             partials: Mutex::new(None),
+            profile: crate::profile::Profile::requested().then(Default::default),
         }
+    }
+
+    /// Runs `launch` (one kernel launch named `name`); under `LSPLAT_GPU_PROFILE=1` the
+    /// device is synchronised before and after it and the time is added to `name`'s
+    /// row of the table printed when the context is dropped.
+    pub(crate) fn timed(&self, name: &str, launch: impl FnOnce() -> Result<()>) -> Result<()> {
+        let Some(profile) = &self.profile else {
+            return launch();
+        };
+        self.rt.synchronize()?;
+        let start = std::time::Instant::now();
+        launch()?;
+        self.rt.synchronize()?;
+        lock(profile).add(name, start.elapsed());
+        Ok(())
     }
 
     /// The runtime.
@@ -122,7 +140,15 @@ impl<R: Runtime> Gpu<R> {
         let n = args.len();
         let mut p = args.pointers();
         // SAFETY: the caller guarantees that the arguments fit the kernel.
-        unsafe { self.rt.launch(&f, dims, &mut p[..n]) }
+        self.timed(name, || unsafe { self.rt.launch(&f, dims, &mut p[..n]) })
+    }
+}
+
+impl<R: Runtime> Drop for Gpu<R> {
+    fn drop(&mut self) {
+        if let Some(profile) = &self.profile {
+            eprint!("{}", lock(profile).table(&self.rt.device_name()));
+        }
     }
 }
 

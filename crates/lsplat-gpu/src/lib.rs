@@ -23,6 +23,7 @@ mod gpu;
 pub mod kcache;
 mod operator;
 mod ops;
+mod profile;
 mod raster;
 pub mod runtime;
 pub mod simt;

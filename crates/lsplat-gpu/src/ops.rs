@@ -241,7 +241,9 @@ pub(crate) fn plugin_op<R: Runtime>(
     // scalar by value, in order), which the op's kernel declares; the op's `check`
     // accepted these buffer lengths for `items`, and its kernel stays within what
     // `check` accepts (the op's contract, tested on simt with guarded buffers).
-    unsafe { gpu.rt.launch(&f, dims, &mut p[..n]) }
+    gpu.timed(op.name(), || unsafe {
+        gpu.rt.launch(&f, dims, &mut p[..n])
+    })
 }
 
 /// The compiled kernel of a plugin op and its block size, looked up by (plugin, op)
