@@ -87,17 +87,74 @@ struct LsBf16 { u16 bits; };
 __device__ __forceinline__ float ls_weight(LsF16 w) { return ls_f16_to_f32(w.bits); }
 __device__ __forceinline__ float ls_weight(LsBf16 w) { return ls_bf16_to_f32(w.bits); }
 
-// out[r·C + k] (+)= Σ_e w_e·x[idx_e·C + k] over the entries of compressed row r; one
-// thread per (row, channel). Used for CSR (forward) and CSC (transposed) alike.
+// Rows of at most LS_SPMM_GROUPED_MAX channels are walked by a group of LS_SPMM_LANES
+// lanes each (a row's entries are read coalesced, and a long row is shared by 32 lanes
+// instead of serialising one thread); wider rows by one thread per (row, channel), where
+// the threads of a row read the same entry at once. Launch-shape constants: the host
+// (src/operator.rs) mirrors them.
+#define LS_SPMM_LANES 32
+#define LS_SPMM_GROUPED_MAX 4
+#define LS_SPMM_UNROLL 4
+
+// out[r·C + k] (+)= Σ_e w_e·x[idx_e·C + k] over the entries of compressed row r. Used
+// for CSR (forward) and CSC (transposed) alike. Narrow rows: lane l of a row's group
+// sums entries l, l + 32, … in order, then the lanes' sums are added by a fixed tree
+// (lane l += lane l + d for d = 16, 8, 4, 2, 1) — the same order on every warp width.
+// Wide rows: one thread per (row, channel) sums its row's entries in order.
 template <typename I, typename W>
 __device__ __forceinline__ void ls_spmm(const u32* ptr, const I* idx, const W* w, const float* x,
                                         float* out, u32 rows, u32 channels, int accumulate) {
-  const u64 total = (u64)rows * channels;
-  for (u64 t = ls_global_id(); t < total; t += ls_global_stride()) {
-    const u32 r = (u32)(t / channels), k = (u32)(t % channels);
-    float acc = 0.0f;
-    for (u32 e = ptr[r]; e < ptr[r + 1]; e++) acc += ls_weight(w[e]) * x[(u64)idx[e] * channels + k];
-    out[t] = accumulate ? out[t] + acc : acc;
+  if (channels > LS_SPMM_GROUPED_MAX) {
+    const u64 total = (u64)rows * channels;
+    for (u64 t = ls_global_id(); t < total; t += ls_global_stride()) {
+      const u32 r = (u32)(t / channels), k = (u32)(t % channels);
+      float acc = 0.0f;
+      for (u32 e = ptr[r]; e < ptr[r + 1]; e++) acc += ls_weight(w[e]) * x[(u64)idx[e] * channels + k];
+      out[t] = accumulate ? out[t] + acc : acc;
+    }
+    return;
+  }
+  const u32 lane = threadIdx.x % LS_SPMM_LANES;
+  const u64 group = ls_global_id() / LS_SPMM_LANES;
+  const u64 groups = ls_global_stride() / LS_SPMM_LANES;
+  // The loop runs while any group of this warp has a row, so every lane of the warp
+  // reaches the shuffles (a group past the end sums nothing and writes nothing).
+  const u64 first = group - (u64)(ls_lane() / LS_SPMM_LANES);
+  for (u64 base = first; base < rows; base += groups) {
+    const u64 r = base + (group - first);
+    const bool live = r < rows;
+    const u32 end = live ? ptr[r + 1] : 0;
+    float acc[LS_SPMM_GROUPED_MAX];
+    for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++) acc[k] = 0.0f;
+    u32 e = (live ? ptr[r] : 0) + lane;
+    // LS_SPMM_UNROLL entries per lane at a time, every load issued before the first
+    // product (a long row is latency-bound otherwise); the sums keep entry order.
+    for (; e + (LS_SPMM_UNROLL - 1) * LS_SPMM_LANES < end; e += LS_SPMM_UNROLL * LS_SPMM_LANES) {
+      float we[LS_SPMM_UNROLL];
+      const float* xr[LS_SPMM_UNROLL];
+      for (u32 j = 0; j < LS_SPMM_UNROLL; j++) {
+        we[j] = ls_weight(w[e + j * LS_SPMM_LANES]);
+        xr[j] = x + (u64)idx[e + j * LS_SPMM_LANES] * channels;
+      }
+      float xv[LS_SPMM_UNROLL][LS_SPMM_GROUPED_MAX];
+      for (u32 j = 0; j < LS_SPMM_UNROLL; j++)
+        for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++) xv[j][k] = k < channels ? xr[j][k] : 0.0f;
+      for (u32 j = 0; j < LS_SPMM_UNROLL; j++)
+        for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++)
+          if (k < channels) acc[k] += we[j] * xv[j][k];
+    }
+    for (; e < end; e += LS_SPMM_LANES) {
+      const float we = ls_weight(w[e]);
+      const float* xr = x + (u64)idx[e] * channels;
+      for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++)
+        if (k < channels) acc[k] += we * xr[k];
+    }
+    for (u32 d = LS_SPMM_LANES / 2; d > 0; d /= 2)
+      for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++) acc[k] += LS_SHFL_DOWN(acc[k], d);
+    if (live && lane == 0) {
+      float* o = out + r * channels;
+      for (u32 k = 0; k < channels; k++) o[k] = accumulate ? o[k] + acc[k] : acc[k];
+    }
   }
 }
 

@@ -214,6 +214,11 @@ pub(crate) fn build<R: Runtime>(
     })
 }
 
+/// `LS_SPMM_LANES` and `LS_SPMM_GROUPED_MAX` of `operator.cu`: rows of at most this
+/// many channels are summed by a group of this many lanes.
+const SPMM_LANES: usize = 32;
+const SPMM_GROUPED_MAX: usize = 4;
+
 /// `out (+)= M·x` for one orientation (`ptr` has `n + 1` entries).
 pub(crate) fn product<R: Runtime>(
     gpu: &Gpu<R>,
@@ -254,7 +259,13 @@ pub(crate) fn product<R: Runtime>(
         .push(n as u32)
         .push(channels as u32)
         .push(accumulate as i32);
-    let dims = LaunchDims::cover((n * channels) as u64, 256);
+    // Narrow rows take a group of lanes each, wide rows a thread per (row, channel).
+    let threads = if channels <= SPMM_GROUPED_MAX {
+        n * SPMM_LANES
+    } else {
+        n * channels
+    };
+    let dims = LaunchDims::cover(threads as u64, 256);
     // SAFETY: matches `ls_spmm_<idx>_<w>(const u32* ptr, const I* idx, const W* w,
     // const float* x, float* out, u32 rows, u32 channels, int accumulate)` for the
     // storage types selected above; shapes checked by the caller.
