@@ -30,6 +30,7 @@ typedef unsigned long long ls_lane_mask;
 #define LS_POPC(mask) __popcll(mask)
 #define LS_SHFL_DOWN(v, d) __shfl_down((v), (d))
 #define LS_SHFL_UP(v, d) __shfl_up((v), (d))
+#define LS_SHFL(v, src) __shfl((v), (src))
 #else
 // ---- CUDA ---------------------------------------------------------------
 #if LS_WARP_SIZE != 32
@@ -40,6 +41,7 @@ typedef unsigned int ls_lane_mask;
 #define LS_POPC(mask) __popc(mask)
 #define LS_SHFL_DOWN(v, d) __shfl_down_sync(0xffffffffu, (v), (d))
 #define LS_SHFL_UP(v, d) __shfl_up_sync(0xffffffffu, (v), (d))
+#define LS_SHFL(v, src) __shfl_sync(0xffffffffu, (v), (src))
 #endif
 
 // Lane index and the mask of the lanes below it.

@@ -97,19 +97,16 @@ extern "C" __global__ void lv2_topk(u32 items, const float* logits, u32* idx, fl
   }
 }
 
-// Adam on one row of LV2_CODES logits with gradient g: the engine's ls_adam with
-// grad_scale 1, operation for operation (adam_row in ops/adam.rs).
-__device__ __forceinline__ void lv2_adam_row(float* p, float* mr, float* vr, const float* g,
-                                             float step_size, float inv_sqrt_bc2, float b1,
-                                             float b2, float eps) {
-  for (u32 c = 0; c < LV2_CODES; ++c) {
-    const float gi = g[c];
-    const float mi = b1 * mr[c] + (1.0f - b1) * gi;
-    const float vi = b2 * vr[c] + (1.0f - b2) * gi * gi;
-    mr[c] = mi;
-    vr[c] = vi;
-    p[c] -= step_size * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
-  }
+// Adam on one logit with gradient g: the engine's ls_adam with grad_scale 1,
+// operation for operation (adam_row in ops/adam.rs).
+__device__ __forceinline__ void lv2_adam_elem(float* p, float* m, float* v, float g,
+                                              float step_size, float inv_sqrt_bc2, float b1,
+                                              float b2, float eps) {
+  const float mi = b1 * *m + (1.0f - b1) * g;
+  const float vi = b2 * *v + (1.0f - b2) * g * g;
+  *m = mi;
+  *v = vi;
+  *p -= step_size * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
 }
 
 // x^n by binary powering from the low bit (pow_int in ops/adam.rs).
@@ -123,59 +120,151 @@ __device__ __forceinline__ double lv2_pow_int(double x, u32 n) {
   }
 }
 
-// One thread per Gaussian with vis != 0 (the others have no gradient and are
-// caught up by lv2_catch_up before they are seen): the logit gradient of its
-// selection from d_val (zero off the selection; indices >= LV2_CODES are skipped),
-// Adam step `step` on its LV2_CODES logits, the selection of the updated logits,
-// and last = step.
+// The logits passes give each Gaussian a group of LV2_GROUP lanes: lane l holds logits
+// l and l + LV2_GROUP (coalesced), the Adam updates run per logit, and the selection is
+// LV2_K rounds of a group argmax. Groups are the same on every warp width.
+#define LV2_GROUP 32
+#define LV2_PER_LANE (LV2_CODES / LV2_GROUP)
+static_assert(LV2_CODES % LV2_GROUP == 0, "a group holds LV2_CODES / LV2_GROUP logits per lane");
+
+// Whether (a, ia) ranks before (b, ib): the larger logit (lv2_above), the lower index
+// among equals — the order in which lv2_select keeps the top LV2_K.
+__device__ __forceinline__ bool lv2_before(float a, u32 ia, float b, u32 ib) {
+  return lv2_above(a, b) || (!lv2_above(b, a) && ia < ib);
+}
+
+// lv2_select over a group's row (x[j] is logit lane + j·LV2_GROUP): every lane of the
+// group gets the same si and sv, equal to lv2_select's. Every lane of the warp must
+// call it (it shuffles); lanes of a group with nothing to select pass any values.
+__device__ __forceinline__ void lv2_select_group(const float* x, u32* si, float* sv) {
+  const u32 lane = threadIdx.x % LV2_GROUP;
+  const int leader = (int)(ls_lane() - lane);
+  bool taken[LV2_PER_LANE];
+  for (u32 j = 0; j < LV2_PER_LANE; ++j) taken[j] = false;
+  float sl[LV2_K];
+  for (u32 r = 0; r < LV2_K; ++r) {
+    // This lane's best untaken logit; none is (NaN, ~0u), which every logit beats.
+    float bv = __uint_as_float(0x7fc00000u);
+    u32 bi = ~0u;
+    for (u32 j = 0; j < LV2_PER_LANE; ++j) {
+      const u32 c = lane + j * LV2_GROUP;
+      if (!taken[j] && lv2_before(x[j], c, bv, bi)) {
+        bv = x[j];
+        bi = c;
+      }
+    }
+    for (int d = LV2_GROUP / 2; d > 0; d /= 2) {
+      const float ov = LS_SHFL_DOWN(bv, d);
+      const u32 oi = LS_SHFL_DOWN(bi, d);
+      if (lv2_before(ov, oi, bv, bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    bv = LS_SHFL(bv, leader);
+    bi = LS_SHFL(bi, leader);
+    si[r] = bi;
+    sl[r] = bv;
+    for (u32 j = 0; j < LV2_PER_LANE; ++j)
+      if (bi == lane + j * LV2_GROUP) taken[j] = true;
+  }
+  double m = (double)sl[0];
+  double e[LV2_K];
+  for (u32 j = 0; j < LV2_K; ++j) e[j] = lv2_exp((double)sl[j] - m);
+  double sum = 0.0;
+  for (u32 j = 0; j < LV2_K; ++j) sum += e[j];
+  for (u32 j = 0; j < LV2_K; ++j) sv[j] = (float)(e[j] / sum);
+}
+
+// A group per Gaussian with vis != 0 (the others have no gradient and are caught up
+// by lv2_catch_up before they are seen): the logit gradient of its selection from
+// d_val (zero off the selection; indices >= LV2_CODES are skipped), Adam step `step`
+// on its LV2_CODES logits, the selection of the updated logits, and last = step. The
+// loop runs while any group of the warp has a Gaussian, so every lane reaches the
+// shuffles; a warp whose Gaussians are all unseen skips the step.
 extern "C" __global__ void lv2_adam_select(u32 items, float* logits, float* m, float* v,
                                            u32* idx, float* val, const float* d_val,
                                            const float* vis, u32* last, u32 step,
                                            float step_size, float inv_sqrt_bc2, float b1,
                                            float b2, float eps) {
-  for (u64 i = ls_global_id(); i < items; i += ls_global_stride()) {
-    if (vis[i] == 0.0f) continue;
+  const u32 lane = threadIdx.x % LV2_GROUP;
+  const u64 group = ls_global_id() / LV2_GROUP, groups = ls_global_stride() / LV2_GROUP;
+  const u64 first = group - (u64)(ls_lane() / LV2_GROUP);
+  for (u64 base = first; base < items; base += groups) {
+    const u64 i = base + (group - first);
+    const bool live = i < items && vis[i] != 0.0f;
+    if (LS_BALLOT(live) == 0) continue;
     u32* ri = idx + i * LV2_K;
     float* rv = val + i * LV2_K;
-    const float* rd = d_val + i * LV2_K;
-    float g[LV2_CODES];
-    for (u32 c = 0; c < LV2_CODES; ++c) g[c] = 0.0f;
-    double dot = 0.0;
-    for (u32 j = 0; j < LV2_K; ++j) dot += (double)rv[j] * (double)rd[j];
-    for (u32 j = 0; j < LV2_K; ++j) {
-      if (ri[j] >= LV2_CODES) continue;
-      g[ri[j]] += (float)((double)rv[j] * ((double)rd[j] - dot));
+    float x[LV2_PER_LANE];
+    for (u32 j = 0; j < LV2_PER_LANE; ++j) x[j] = 0.0f;
+    if (live) {
+      const float* rd = d_val + i * LV2_K;
+      double dot = 0.0;
+      for (u32 j = 0; j < LV2_K; ++j) dot += (double)rv[j] * (double)rd[j];
+      for (u32 j = 0; j < LV2_PER_LANE; ++j) {
+        const u32 c = lane + j * LV2_GROUP;
+        float g = 0.0f;
+        for (u32 k = 0; k < LV2_K; ++k)
+          if (ri[k] == c) g += (float)((double)rv[k] * ((double)rd[k] - dot));
+        const u64 o = i * LV2_CODES + c;
+        lv2_adam_elem(logits + o, m + o, v + o, g, step_size, inv_sqrt_bc2, b1, b2, eps);
+        x[j] = logits[o];
+      }
     }
-    float* p = logits + i * LV2_CODES;
-    lv2_adam_row(p, m + i * LV2_CODES, v + i * LV2_CODES, g, step_size, inv_sqrt_bc2, b1, b2,
-                 eps);
-    lv2_select(p, ri, rv);
-    last[i] = step;
+    u32 si[LV2_K];
+    float sv[LV2_K];
+    lv2_select_group(x, si, sv);
+    if (live && lane < LV2_K) {
+      ri[lane] = si[lane];
+      rv[lane] = sv[lane];
+    }
+    if (live && lane == 0) last[i] = step;
   }
 }
 
-// One thread per Gaussian with vis != 0 and last < target: Adam steps last+1..target
+// A group per Gaussian with vis != 0 and last < target: Adam steps last+1..target
 // with a zero gradient, each with its own constants (StepConstants::at), then the
 // selection of the updated logits, and last = target. Equal, bit for bit, to the
 // dense steps that skipped it.
 extern "C" __global__ void lv2_catch_up(u32 items, float* logits, float* m, float* v, u32* idx,
                                         float* val, const float* vis, u32* last, u32 target,
                                         float lr, float b1, float b2, float eps) {
-  for (u64 i = ls_global_id(); i < items; i += ls_global_stride()) {
-    if (vis[i] == 0.0f || last[i] >= target) continue;
-    float zero[LV2_CODES];
-    for (u32 c = 0; c < LV2_CODES; ++c) zero[c] = 0.0f;
-    float* p = logits + i * LV2_CODES;
-    for (u32 t = last[i] + 1u; t <= target; ++t) {
-      const double bc1 = 1.0 - lv2_pow_int((double)b1, t);
-      const double bc2 = 1.0 - lv2_pow_int((double)b2, t);
-      const float step_size = (float)((double)lr / bc1);
-      const float inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
-      lv2_adam_row(p, m + i * LV2_CODES, v + i * LV2_CODES, zero, step_size, inv_sqrt_bc2, b1,
-                   b2, eps);
+  const u32 lane = threadIdx.x % LV2_GROUP;
+  const u64 group = ls_global_id() / LV2_GROUP, groups = ls_global_stride() / LV2_GROUP;
+  const u64 first = group - (u64)(ls_lane() / LV2_GROUP);
+  for (u64 base = first; base < items; base += groups) {
+    const u64 i = base + (group - first);
+    const bool live = i < items && vis[i] != 0.0f && last[i] < target;
+    if (LS_BALLOT(live) == 0) continue;
+    float x[LV2_PER_LANE];
+    for (u32 j = 0; j < LV2_PER_LANE; ++j) x[j] = 0.0f;
+    if (live) {
+      const u32 from = last[i] + 1u;
+      for (u32 j = 0; j < LV2_PER_LANE; ++j) {
+        const u64 o = i * LV2_CODES + lane + j * LV2_GROUP;
+        float p = logits[o], mo = m[o], vo = v[o];
+        for (u32 t = from; t <= target; ++t) {
+          const double bc1 = 1.0 - lv2_pow_int((double)b1, t);
+          const double bc2 = 1.0 - lv2_pow_int((double)b2, t);
+          const float step_size = (float)((double)lr / bc1);
+          const float inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
+          lv2_adam_elem(&p, &mo, &vo, 0.0f, step_size, inv_sqrt_bc2, b1, b2, eps);
+        }
+        logits[o] = p;
+        m[o] = mo;
+        v[o] = vo;
+        x[j] = p;
+      }
     }
-    lv2_select(p, idx + i * LV2_K, val + i * LV2_K);
-    last[i] = target;
+    u32 si[LV2_K];
+    float sv[LV2_K];
+    lv2_select_group(x, si, sv);
+    if (live && lane < LV2_K) {
+      idx[i * LV2_K + lane] = si[lane];
+      val[i * LV2_K + lane] = sv[lane];
+    }
+    if (live && lane == 0) last[i] = target;
   }
 }
 
@@ -278,34 +367,58 @@ extern "C" __global__ void lv2_cosine(u32 items, const float* w, const u32* mask
   }
 }
 
-// items = rows·C + C², one thread per output entry, summing over the pixels in order:
-// u[r,k] = Σ_{p: mask_p = r} c1_p w_pk, then s[k,m] = Σ_p c2_p w_pk w_pm.
-extern "C" __global__ void lv2_acc(u32 items, const float* w, const u32* mask,
-                                   const float* coef, float* u, float* s, u32 pixels) {
-  u64 nu = (u64)items - LV2_CC;
-  for (u64 e = ls_global_id(); e < items; e += ls_global_stride()) {
-    double acc = 0.0;
-    if (e < nu) {
-      u32 r = (u32)(e / LV2_CODES);
-      u64 k = e % LV2_CODES;
-      for (u32 p = 0; p < pixels; ++p) {
-        float c1 = coef[2 * (u64)p];
-        if (mask[p] != r || c1 == 0.0f) continue;
-        acc += (double)c1 * (double)w[(u64)p * LV2_CODES + k];
-      }
-      u[e] = (float)acc;
-    } else {
-      u64 t = e - nu;
-      u64 k = t / LV2_CODES, m = t % LV2_CODES;
-      for (u32 p = 0; p < pixels; ++p) {
-        float c2 = coef[2 * (u64)p + 1];
-        const float* wp = w + (u64)p * LV2_CODES;
-        if (c2 == 0.0f || wp[k] == 0.0f) continue;
-        acc += (double)c2 * (double)wp[k] * (double)wp[m];
-      }
-      s[t] = (float)acc;
+// u[r,k] = Σ_{p: mask_p = r} c1_p w_pk and s[k,m] = Σ_p c2_p w_pk w_pm, as a tiled
+// reduction: items = LV2_ACC_BLOCKS·LV2_ACC_THREADS (blocks of 4·C threads). Block b sums
+// the pixels [b·V/B, (b+1)·V/B) in order into its own slice of `part` (f64, rows·C + C²
+// entries): thread t owns s[k, m0 .. m0 + C/4) for k = t / 4, m0 = (t mod 4)·C/4, and
+// u[r, t mod C] for the rows r ≡ ⌊t / C⌋ (mod 4). The last block to finish (a ticket
+// from `count`) adds the slices in block order into u and s and resets `count` to 0.
+// Every sum has a fixed order, so the result depends neither on the device nor on
+// which block finishes last.
+extern "C" __global__ void __launch_bounds__(LV2_ACC_THREADS)
+    lv2_acc(u32 items, const float* w, const u32* mask, const float* coef, float* u, float* s,
+            float* part_f32, u32* count, u32 pixels, u32 rows) {
+  (void)items;
+  __shared__ u32 ticket;
+  double* part = (double*)part_f32;
+  const u64 nu = (u64)rows * LV2_CODES, ne = nu + LV2_CC;
+  double* mine = part + (u64)blockIdx.x * ne;
+  const u32 t = threadIdx.x;
+  const u64 p0 = (u64)pixels * blockIdx.x / gridDim.x;
+  const u64 p1 = (u64)pixels * (blockIdx.x + 1) / gridDim.x;
+  const u32 k = t / 4, m0 = (t % 4) * (LV2_CODES / 4);
+  const u32 uk = t % LV2_CODES, ur = t / LV2_CODES;
+  const u32 ustep = LV2_ACC_THREADS / LV2_CODES;
+  for (u64 r = ur; r < rows; r += ustep) mine[r * LV2_CODES + uk] = 0.0;
+  double acc[LV2_CODES / 4];
+  for (u32 i = 0; i < LV2_CODES / 4; ++i) acc[i] = 0.0;
+  for (u64 p = p0; p < p1; ++p) {
+    const float* wp = w + p * LV2_CODES;
+    const float c1 = coef[2 * p], c2 = coef[2 * p + 1];
+    if (c1 != 0.0f && mask[p] % ustep == ur) {
+      double* o = mine + (u64)mask[p] * LV2_CODES + uk;
+      *o += (double)c1 * (double)wp[uk];
     }
+    if (c2 == 0.0f || wp[k] == 0.0f) continue;
+    const double tk = (double)c2 * (double)wp[k];
+    for (u32 i = 0; i < LV2_CODES / 4; ++i) acc[i] = fma(tk, (double)wp[m0 + i], acc[i]);
   }
+  for (u32 i = 0; i < LV2_CODES / 4; ++i) mine[nu + (u64)k * LV2_CODES + m0 + i] = acc[i];
+  __threadfence();
+  __syncthreads();
+  if (t == 0) ticket = atomicAdd(count, 1u);
+  __syncthreads();
+  if (ticket != gridDim.x - 1) return;
+  __threadfence();
+  for (u64 e = t; e < ne; e += blockDim.x) {
+    double sum = 0.0;
+    for (u32 b = 0; b < gridDim.x; ++b) sum += part[(u64)b * ne + e];
+    if (e < nu)
+      u[e] = (float)sum;
+    else
+      s[e - nu] = (float)sum;
+  }
+  if (t == 0) *count = 0;
 }
 
 // items = C·dim, one thread per entry: d_codebook[k,j] += Σ_r u[r,k] table[r,j]

@@ -94,6 +94,9 @@ pub struct V2State<B: Backend> {
     pub(crate) coef: B::Buf<f32>,
     pub(crate) u: B::Buf<f32>,
     pub(crate) s: B::Buf<f32>,
+    /// Scratch of `lv2_acc` (its blocks' partial sums) and its finish counter.
+    pub(crate) acc_part: B::Buf<f32>,
+    pub(crate) acc_count: B::Buf<u32>,
 }
 
 impl<B: Backend> V2State<B> {
@@ -298,6 +301,8 @@ impl<B: Backend> Model<B> for LangSplatV2 {
                 rho: dev.alloc(v)?,
                 coef: dev.alloc(2 * v)?,
                 u: dev.alloc(rows_max * CODES)?,
+                acc_part: dev.alloc(ops::AccOp::part_len(rows_max))?,
+                acc_count: dev.upload(&[0u32])?,
                 s: dev.alloc(CODES * CODES)?,
             }
         };

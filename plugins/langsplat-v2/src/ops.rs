@@ -10,7 +10,7 @@
 //! | [`GatherAddOp`] | N | idx, d_dense, d_val (+=) |
 //! | [`PrepOp`] | rows·C + C² + rows | codebook, table, bg (w), gram (w), gnorm (w), `dim` |
 //! | [`CosineOp`] | V | w, mask, bg, gram, gnorm, d_w (w), rho (w), coef (w), `grad_scale` |
-//! | [`AccOp`] | rows·C + C² | w, mask, coef, u (w), s (w), `pixels` |
+//! | [`AccOp`] | [`ACC_BLOCKS`]·[`ACC_THREADS`] | w, mask, coef, u (w), s (w), part (scratch), count (rw), `pixels`, `rows` |
 //! | [`CodebookGradOp`] | C·dim | u, s, table, codebook, d_codebook (+=), `rows` |
 //! | [`VisBitsOp`] | ⌈N/32⌉ | probe, bits (w), `N` |
 //! | [`VisOrOp`] | N | bits, vis (rw) |
@@ -28,7 +28,7 @@ mod lazy;
 mod topk;
 mod vis;
 
-pub use acc::{AccOp, CodebookGradOp};
+pub use acc::{ACC_BLOCKS, ACC_THREADS, AccOp, CodebookGradOp};
 pub use adam::{AdamSelectOp, GatherAddOp, StepConstants, adam_select_row, pow_int};
 pub use cosine::{CosineOp, PixelCosine, PrepOp, cosine_pixel};
 pub use lazy::{CatchUpOp, Constants, Hyper, catch_up_row};
@@ -79,6 +79,7 @@ fn kernel(entry: &'static str, block: u32) -> OpKernel {
             ("LV2_CODES".into(), format!("{CODES}u")),
             ("LV2_K".into(), format!("{TOP_K}u")),
             ("LV2_SUM_THREADS".into(), format!("{SUM_THREADS}u")),
+            ("LV2_ACC_THREADS".into(), format!("{ACC_THREADS}u")),
             ("LV2_DOT_LANES".into(), format!("{DOT_LANES}u")),
             ("LV2_VIS_WORD".into(), format!("{VIS_WORD}u")),
             ("LV2_EXP_MIN".into(), format!("{:e}", topk::EXP_MIN)),

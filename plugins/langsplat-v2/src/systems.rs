@@ -205,16 +205,20 @@ pub(crate) fn decode_loss<B: Backend>(
         let scale = weight / gt.pixels.grid.pixel_count() as f32;
         let r = (|| {
             st.decode_cosine(dev, gt, &frame.rendered, &mut frame.d_rendered, scale)?;
+            let acc = ops::AccOp { rows, pixels: v };
             dev.run_op(
-                &ops::AccOp { rows, pixels: v },
-                rows * CODES + CODES * CODES,
+                &acc,
+                acc.items(),
                 &mut [
                     OpArg::F32(&frame.rendered),
                     OpArg::U32(&gt.mask),
                     OpArg::F32(&st.coef),
                     OpArg::F32Mut(&mut st.u),
                     OpArg::F32Mut(&mut st.s),
+                    OpArg::F32Mut(&mut st.acc_part),
+                    OpArg::U32Mut(&mut st.acc_count),
                     OpArg::Scalar(Scalar::U32(v as u32)),
+                    OpArg::Scalar(Scalar::U32(rows as u32)),
                 ],
             )?;
             dev.run_op(

@@ -94,15 +94,25 @@ fn acc_pixels(
     }
 }
 
+/// Blocks of `lv2_acc` (`LV2_ACC_BLOCKS`): the pixels are split into this many
+/// chunks, each summed by one block into its own slice of the scratch buffer.
+pub const ACC_BLOCKS: usize = 128;
+/// Threads per block of `lv2_acc` (`LV2_ACC_THREADS`): four per code.
+pub const ACC_THREADS: usize = 4 * CODES;
+
 /// The pieces of the codebook gradient ([`crate::CodebookAcc`]) from [`super::CosineOp`]'s
 /// coefficients: `u[r,k] = Σ_{p: mask_p = r} c1_p w_pk`, `s[k,m] = Σ_p c2_p w_pk w_pm`.
 /// Arguments: `[0]` w `[V·C]`, `[1]` mask `[V]` (u32, each < rows), `[2]` coef
 /// `[2V]`, `[3]` u `[rows·C]` (overwritten), `[4]` s `[C·C]` (overwritten), `[5]`
-/// pixels (u32 scalar, = `self.pixels`); items = rows·C + C².
+/// part (scratch of [`AccOp::part_len`] floats), `[6]` count (u32 `[1]`, 0 before and
+/// after), `[7]` pixels (u32 scalar, = `self.pixels`), `[8]` rows (u32 scalar, =
+/// `self.rows`); items = [`AccOp::items`].
 ///
-/// The kernel sums each entry over the pixels in order; the CPU sums blocks of pixels
-/// in parallel and adds the blocks in order, sums s's upper triangle only, and fuses
-/// s's terms (both in f64, deterministic; they differ in rounding only).
+/// The kernel sums [`ACC_BLOCKS`] chunks of pixels in pixel order, each block into its
+/// own slice of `part`, and the last block to finish adds the slices in block order;
+/// the CPU sums blocks of pixels in parallel and adds the blocks in order, sums s's
+/// upper triangle only, and fuses s's terms. Both are in f64 and deterministic; they
+/// differ in rounding only. The CPU does not use `part` or `count`.
 #[derive(Debug)]
 pub struct AccOp {
     /// Rows of the ground-truth table.
@@ -112,9 +122,20 @@ pub struct AccOp {
 }
 
 impl AccOp {
-    /// The op's `items`: rows·C + C².
+    /// The op's `items`: [`ACC_BLOCKS`] blocks of [`ACC_THREADS`].
     pub fn items(&self) -> usize {
+        ACC_BLOCKS * ACC_THREADS
+    }
+
+    /// Output entries: rows·C + C².
+    fn entries(&self) -> usize {
         self.rows * CODES + CODES * CODES
+    }
+
+    /// Floats of the scratch buffer for up to `rows` table rows: one f64 slice of
+    /// rows·C + C² entries per block.
+    pub fn part_len(rows: usize) -> usize {
+        2 * ACC_BLOCKS * (rows * CODES + CODES * CODES)
     }
 }
 
@@ -130,31 +151,45 @@ impl DeviceOp for AccOp {
     }
     fn check(&self, items: usize, lens: &[usize]) -> Result<()> {
         let n = self.name();
-        arity(n, lens, 6)?;
-        items_are(n, items, self.items(), "rows·C + C²")?;
+        arity(n, lens, 9)?;
+        items_are(n, items, self.items(), "ACC_BLOCKS·ACC_THREADS")?;
         need(n, "w", lens[0], self.pixels, CODES)?;
         need(n, "mask", lens[1], self.pixels, 1)?;
         need(n, "coef", lens[2], self.pixels, 2)?;
         need(n, "u", lens[3], self.rows, CODES)?;
-        need(n, "s", lens[4], CODES, CODES)
+        need(n, "s", lens[4], CODES, CODES)?;
+        need(n, "part", lens[5], Self::part_len(self.rows), 1)?;
+        need(n, "count", lens[6], 1, 1)
     }
     fn run_cpu(&self, items: usize, a: &mut HostArgs<'_>, pool: &dyn HostPool) -> Result<()> {
         let (w, mask, coef) = (a.f32(0)?, a.u32(1)?, a.f32(2)?);
+        let (part, count) = (a.f32_mut(5)?.len(), a.u32_mut(6)?.len());
         let u = a.f32_mut(3)?;
         let s = a.f32_mut(4)?;
         self.check(
             items,
-            &[w.len(), mask.len(), coef.len(), u.len(), s.len(), 0],
+            &[
+                w.len(),
+                mask.len(),
+                coef.len(),
+                u.len(),
+                s.len(),
+                part,
+                count,
+                0,
+                0,
+            ],
         )?;
         let n = self.name();
-        scalar_is(n, "pixels", a.scalar_u32(5)?, self.pixels)?;
+        scalar_is(n, "pixels", a.scalar_u32(7)?, self.pixels)?;
+        scalar_is(n, "rows", a.scalar_u32(8)?, self.rows)?;
         let (pixels, nu) = (self.pixels, self.rows * CODES);
         all_below(n, "mask", &mask[..pixels], self.rows)?;
         let parts: Vec<Mutex<Vec<f64>>> = (0..pool.blocks(pixels))
             .map(|_| Mutex::new(Vec::new()))
             .collect();
         pool.for_rows(pixels, &mut [], 0, &|b, ps, _| {
-            let mut part = vec![0.0f64; items];
+            let mut part = vec![0.0f64; self.entries()];
             let (pu, pss) = part.split_at_mut(nu);
             acc_pixels(w, mask, coef, ps, pu, pss);
             *parts[b].lock().unwrap_or_else(|e| e.into_inner()) = part;

@@ -152,24 +152,39 @@ fn simt_matches_cpu_at_both_warp_sizes_and_is_reproducible() {
     let cpu = run_all(&CpuBackend::new(2), &inp);
     for (warp, schedule) in [(32, Schedule::InOrder), (64, Schedule::Random)] {
         let Some(dev) = simt(warp, schedule) else {
-            return;
+            continue;
         };
-        let got = run_all(&dev, &inp);
-        assert_eq!(got.idx, cpu.idx, "warp {warp}: idx");
-        let mut report = Vec::new();
-        for ((name, g), (_, c)) in got.floats().into_iter().zip(cpu.floats()) {
-            let e = rel_err(g, &wide(c));
-            assert!(e <= 1e-5, "warp {warp}: {name} differs by {e:.2e}");
-            let same = g.iter().zip(c).all(|(a, b)| a.to_bits() == b.to_bits());
-            report.push(format!(
-                "{name} {}",
-                if same { "=".into() } else { format!("{e:.1e}") }
-            ));
-        }
-        eprintln!("simt warp {warp} vs cpu: {}", report.join(", "));
-        let again = run_all(&dev, &inp);
-        assert_eq!(again.idx, got.idx);
-        assert_eq!(again.bits(), got.bits(), "warp {warp}: run to run");
-        check_host(&inp, &got);
+        device_matches_cpu(&dev, &inp, &cpu, &format!("simt warp {warp}"));
     }
+    #[cfg(feature = "cuda")]
+    if let Some(dev) = super::tests_run::cuda() {
+        device_matches_cpu(&dev, &inp, &cpu, "cuda");
+    }
+}
+
+/// Every op on `dev` against the CPU's outputs `cpu` (same indices, floats within 1e-5,
+/// bitwise where the report says `=`), and run to run bitwise.
+fn device_matches_cpu<B: lsplat_device::Backend>(
+    dev: &B,
+    inp: &Inputs,
+    cpu: &Outputs,
+    label: &str,
+) {
+    let got = run_all(dev, inp);
+    assert_eq!(got.idx, cpu.idx, "{label}: idx");
+    let mut report = Vec::new();
+    for ((name, g), (_, c)) in got.floats().into_iter().zip(cpu.floats()) {
+        let e = rel_err(g, &wide(c));
+        assert!(e <= 1e-5, "{label}: {name} differs by {e:.2e}");
+        let same = g.iter().zip(c).all(|(a, b)| a.to_bits() == b.to_bits());
+        report.push(format!(
+            "{name} {}",
+            if same { "=".into() } else { format!("{e:.1e}") }
+        ));
+    }
+    eprintln!("{label} vs cpu: {}", report.join(", "));
+    let again = run_all(dev, inp);
+    assert_eq!(again.idx, got.idx);
+    assert_eq!(again.bits(), got.bits(), "{label}: run to run");
+    check_host(inp, &got);
 }

@@ -57,7 +57,10 @@ fn topk<B: Backend>(dev: &B, logits: &B::Buf<f32>) -> (B::Buf<u32>, B::Buf<f32>,
 }
 
 /// logits, m, v, idx, val after the fused pass; the selection comes from `topk`.
-fn fused<B: Backend>(dev: &B, s: &State) -> (Vec<f32>, Vec<f32>, Vec<f32>, Vec<u32>, Vec<f32>) {
+/// logits, m, v, idx, val after the fused step.
+type Fused = (Vec<f32>, Vec<f32>, Vec<f32>, Vec<u32>, Vec<f32>);
+
+fn fused<B: Backend>(dev: &B, s: &State) -> Fused {
     let mut logits = dev.upload(&s.logits).unwrap();
     let (mut idx, mut val, _) = topk(dev, &logits);
     let (mut m, mut v) = (dev.upload(&s.m).unwrap(), dev.upload(&s.v).unwrap());
@@ -183,23 +186,49 @@ fn gather_add_adds_the_dense_gradient_at_the_selection() {
 
 #[test]
 fn fused_step_on_simt_equals_cpu_bitwise_at_both_warp_sizes() {
-    let s = state(13);
+    let mut s = state(13);
+    // Row 1: runs of equal logits and NaNs, which rank below every number (the device
+    // selection is a group argmax and must break ties and place NaNs as the CPU does).
+    for (c, l) in s.logits[CODES..2 * CODES].iter_mut().enumerate() {
+        *l = match c % 5 {
+            0 => f32::NAN,
+            1 | 2 => 0.02,
+            _ => -0.01 * (c / 5) as f32,
+        };
+    }
+    // Without moments, the logits off the selection stay tied through the step.
+    s.m[..2 * CODES].fill(0.0);
+    s.v[..2 * CODES].fill(0.0);
     let cpu = fused(&CpuBackend::new(2), &s);
     for (warp, schedule) in [(32, Schedule::InOrder), (64, Schedule::Random)] {
         let Some(dev) = simt(warp, schedule) else {
-            return;
+            continue;
         };
-        let got = fused(&dev, &s);
-        let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        assert_eq!(got.3, cpu.3, "warp {warp}: idx");
-        for (name, g, c) in [
-            ("logits", &got.0, &cpu.0),
-            ("m", &got.1, &cpu.1),
-            ("v", &got.2, &cpu.2),
-            ("val", &got.4, &cpu.4),
-        ] {
-            assert_eq!(bits(g), bits(c), "warp {warp}: {name}");
-        }
+        fused_matches(&dev, &s, &cpu, &format!("simt warp {warp}"));
+    }
+    #[cfg(feature = "cuda")]
+    if let Some(dev) = super::tests_run::cuda() {
+        fused_matches(&dev, &s, &cpu, "cuda");
+    }
+}
+
+/// The fused step on `dev` equals the CPU's outputs `cpu` bit for bit (every NaN
+/// counts as one: a GPU's arithmetic returns its canonical NaN, x86 the input's).
+fn fused_matches<B: Backend>(dev: &B, s: &State, cpu: &Fused, label: &str) {
+    let got = fused(dev, s);
+    let bits = |x: &[f32]| {
+        x.iter()
+            .map(|v| if v.is_nan() { u32::MAX } else { v.to_bits() })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(got.3, cpu.3, "{label}: idx");
+    for (name, g, c) in [
+        ("logits", &got.0, &cpu.0),
+        ("m", &got.1, &cpu.1),
+        ("v", &got.2, &cpu.2),
+        ("val", &got.4, &cpu.4),
+    ] {
+        assert_eq!(bits(g), bits(c), "{label}: {name}");
     }
 }
 

@@ -51,7 +51,7 @@ fn ops() -> Vec<(Box<dyn DeviceOp>, usize, Vec<usize>)> {
         (
             Box::new(acc),
             acc_items,
-            vec![V * CODES, V, 2 * V, rc, cc, 0],
+            vec![V * CODES, V, 2 * V, rc, cc, AccOp::part_len(ROWS), 1, 0, 0],
         ),
         (
             Box::new(CodebookGradOp {
@@ -227,13 +227,18 @@ fn wrong_argument_kinds_scalars_and_indices_are_errors_not_panics() {
         pixels: V,
     };
     let (mut us, mut ss) = (f(ROWS * CODES), f(CODES * CODES));
+    let mut part = f(AccOp::part_len(ROWS));
+    let mut count = u(vec![0]);
     let mut args = [
         OpArg::F32(&w),
         OpArg::U32(&good),
         OpArg::F32(&coef),
         OpArg::F32Mut(&mut us),
         OpArg::F32Mut(&mut ss),
+        OpArg::F32Mut(&mut part),
+        OpArg::U32Mut(&mut count),
         OpArg::Scalar(Scalar::U32(V as u32 - 1)),
+        OpArg::Scalar(Scalar::U32(ROWS as u32)),
     ];
     let e = cpu_err(&acc, acc.items(), &mut args);
     assert!(e.contains("pixels = 499"), "{e}");
@@ -292,13 +297,17 @@ fn serial_pool_agrees_with_the_cpu_backend() {
         .unwrap();
     assert_eq!((&d_w, &rho, &coef), (&cpu.d_w, &cpu.rho, &cpu.coef));
     let (mut u, mut s) = (vec![0.0; ROWS * CODES], vec![0.0; CODES * CODES]);
+    let (mut part, mut count) = (vec![0.0; AccOp::part_len(ROWS)], vec![0u32]);
     let args = vec![
         HostArg::F32(&inp.w),
         HostArg::U32(&inp.mask),
         HostArg::F32(&coef),
         HostArg::F32Mut(&mut u),
         HostArg::F32Mut(&mut s),
+        HostArg::F32Mut(&mut part),
+        HostArg::U32Mut(&mut count),
         HostArg::Scalar(Scalar::U32(V as u32)),
+        HostArg::Scalar(Scalar::U32(ROWS as u32)),
     ];
     let acc = AccOp {
         rows: ROWS,

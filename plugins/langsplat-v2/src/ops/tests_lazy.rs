@@ -210,11 +210,17 @@ fn lazy_adam_on_simt_equals_cpu_bitwise_at_both_warp_sizes() {
     let cpu = run(&CpuBackend::new(2), &sched, true);
     for (warp, schedule) in [(32, Schedule::InOrder), (64, Schedule::Random)] {
         let Some(dev) = simt(warp, schedule) else {
-            return;
+            continue;
         };
         let got = run(&dev, &sched, true);
         assert_same(&got, &cpu, &format!("simt warp {warp}"));
         assert_eq!(got.last, cpu.last, "warp {warp}: last");
+    }
+    #[cfg(feature = "cuda")]
+    if let Some(dev) = super::tests_run::cuda() {
+        let got = run(&dev, &sched, true);
+        assert_same(&got, &cpu, "cuda");
+        assert_eq!(got.last, cpu.last, "cuda: last");
     }
 }
 

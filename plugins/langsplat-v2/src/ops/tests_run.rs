@@ -170,15 +170,25 @@ pub(super) fn run_all<B: Backend>(dev: &B, inp: &Inputs) -> Outputs {
         rows: ROWS,
         pixels: V,
     };
+    let mut part = junk(AccOp::part_len(ROWS));
+    let mut count = dev.upload(&[0u32]).unwrap();
     let args = &mut [
         OpArg::F32(&w),
         OpArg::U32(&mask),
         OpArg::F32(&coef),
         OpArg::F32Mut(&mut u),
         OpArg::F32Mut(&mut s),
+        OpArg::F32Mut(&mut part),
+        OpArg::U32Mut(&mut count),
         OpArg::Scalar(Scalar::U32(V as u32)),
+        OpArg::Scalar(Scalar::U32(ROWS as u32)),
     ];
     dev.run_op(&acc, acc.items(), args).unwrap();
+    assert_eq!(
+        dev.download(&count).unwrap(),
+        [0],
+        "lv2_acc resets its counter"
+    );
     let mut d_codebook = up(&inp.d_codebook);
     let grad = CodebookGradOp {
         rows: ROWS,
@@ -238,6 +248,21 @@ pub(super) fn simt(warp: u32, schedule: Schedule) -> Option<SimtBackend> {
             let required = std::env::var("LSPLAT_REQUIRE_SIMT").is_ok_and(|v| v == "1");
             assert!(!required, "LSPLAT_REQUIRE_SIMT=1 but: {e}");
             eprintln!("SKIPPED (no simt runtime): {e}");
+            None
+        }
+    }
+}
+
+/// The CUDA device (with the `cuda` feature), or `None` (skipped, with a message)
+/// unless `LSPLAT_REQUIRE_CUDA=1`.
+#[cfg(feature = "cuda")]
+pub(super) fn cuda() -> Option<lsplat_gpu::CudaBackend> {
+    match lsplat_gpu::cuda::Cuda::new(0, Default::default()) {
+        Ok(rt) => Some(lsplat_gpu::GpuBackend::new(rt)),
+        Err(e) => {
+            let required = std::env::var("LSPLAT_REQUIRE_CUDA").is_ok_and(|v| v == "1");
+            assert!(!required, "LSPLAT_REQUIRE_CUDA=1 but: {e}");
+            eprintln!("SKIPPED (no CUDA device): {e}");
             None
         }
     }
