@@ -183,7 +183,24 @@ __device__ __forceinline__ void ls_spmm_sparse(const u32* ptr, const I* cols, co
   for (u64 t = ls_global_id(); t < total; t += ls_global_stride()) {
     const u32 r = (u32)(t / channels), c = (u32)(t % channels);
     float acc = 0.0f;
-    for (u32 e = ptr[r]; e < ptr[r + 1]; e++) {
+    u32 e = ptr[r];
+    const u32 end = ptr[r + 1];
+    // LS_SPMM_UNROLL entries at a time, their columns and weights loaded first (the
+    // pairs' loads depend on the columns); the sum keeps entry order.
+    for (; e + LS_SPMM_UNROLL <= end; e += LS_SPMM_UNROLL) {
+      u64 p[LS_SPMM_UNROLL];
+      float we[LS_SPMM_UNROLL], x[LS_SPMM_UNROLL];
+      for (u32 i = 0; i < LS_SPMM_UNROLL; i++) {
+        p[i] = (u64)cols[e + i] * k;
+        we[i] = ls_weight(w[e + i]);
+        x[i] = 0.0f;
+      }
+      for (u32 i = 0; i < LS_SPMM_UNROLL; i++)
+        for (u32 j = 0; j < k; j++)
+          if (idx[p[i] + j] == c) x[i] += val[p[i] + j];
+      for (u32 i = 0; i < LS_SPMM_UNROLL; i++) acc += we[i] * x[i];
+    }
+    for (; e < end; e++) {
       const u64 p = (u64)cols[e] * k;
       float x = 0.0f;
       for (u32 j = 0; j < k; j++)
@@ -207,8 +224,17 @@ __device__ __forceinline__ void ls_spmm_t_sparse(const u32* ptr, const I* rows_o
     const u32 g = (u32)(t / k), c = idx[t];
     if (c >= channels) continue;
     float acc = 0.0f;
-    for (u32 e = ptr[g]; e < ptr[g + 1]; e++)
-      acc += ls_weight(w[e]) * d_out[(u64)rows_of[e] * channels + c];
+    u32 e = ptr[g];
+    const u32 end = ptr[g + 1];
+    for (; e + LS_SPMM_UNROLL <= end; e += LS_SPMM_UNROLL) {
+      float we[LS_SPMM_UNROLL], d[LS_SPMM_UNROLL];
+      for (u32 i = 0; i < LS_SPMM_UNROLL; i++) {
+        we[i] = ls_weight(w[e + i]);
+        d[i] = d_out[(u64)rows_of[e + i] * channels + c];
+      }
+      for (u32 i = 0; i < LS_SPMM_UNROLL; i++) acc += we[i] * d[i];
+    }
+    for (; e < end; e++) acc += ls_weight(w[e]) * d_out[(u64)rows_of[e] * channels + c];
     d_val[t] += acc;
   }
 }

@@ -302,68 +302,108 @@ extern "C" __global__ void lv2_topk_backward(u32 items, const u32* idx, const fl
 }
 
 // items = rows·C + C² + rows: bg = table·codebookᵀ, then gram = codebook·codebookᵀ,
-// then gnorm = |table row|.
+// then gnorm = |table row|. LV2_DOT_LANES lanes per entry: lane p sums lv2_dot's
+// partial p (elements p, p + LV2_DOT_LANES, … in order), and the partials are added by
+// the same pairwise tree through shuffles, so each entry is lv2_dot's, bit for bit.
+// The loop runs while any entry of the warp is left, so every lane reaches the shuffles.
 extern "C" __global__ void lv2_prep(u32 items, const float* codebook, const float* table,
                                     float* bg, float* gram, float* gnorm, u32 dim) {
-  u64 rows = ((u64)items - LV2_CC) / (LV2_CODES + 1);
-  u64 nbg = rows * LV2_CODES;
-  for (u64 e = ls_global_id(); e < items; e += ls_global_stride()) {
-    if (e < nbg) {
-      u64 r = e / LV2_CODES, c = e % LV2_CODES;
-      bg[e] = (float)lv2_dot(table + r * dim, codebook + c * dim, dim);
+  const u64 rows = ((u64)items - LV2_CC) / (LV2_CODES + 1);
+  const u64 nbg = rows * LV2_CODES;
+  const u32 part = threadIdx.x % LV2_DOT_LANES;
+  const u64 group = ls_global_id() / LV2_DOT_LANES, groups = ls_global_stride() / LV2_DOT_LANES;
+  const u64 first = group - (u64)(ls_lane() / LV2_DOT_LANES);
+  for (u64 base = first; base < items; base += groups) {
+    const u64 e = base + (group - first);
+    const bool live = e < items;
+    const float *x = codebook, *y = codebook;
+    if (!live) {
+    } else if (e < nbg) {
+      x = table + (e / LV2_CODES) * dim;
+      y = codebook + (e % LV2_CODES) * dim;
     } else if (e < nbg + LV2_CC) {
-      u64 t = e - nbg;
-      u64 i = t / LV2_CODES, j = t % LV2_CODES;
-      gram[t] = (float)lv2_dot(codebook + i * dim, codebook + j * dim, dim);
+      x = codebook + ((e - nbg) / LV2_CODES) * dim;
+      y = codebook + ((e - nbg) % LV2_CODES) * dim;
     } else {
-      u64 r = e - nbg - LV2_CC;
-      const float* g = table + r * dim;
-      gnorm[r] = (float)sqrt(lv2_dot(g, g, dim));
+      x = y = table + (e - nbg - LV2_CC) * dim;
     }
+    double acc = 0.0;
+    if (live)
+      for (u32 j = part; j < dim; j += LV2_DOT_LANES) acc += (double)x[j] * (double)y[j];
+    for (u32 step = 1; step < LV2_DOT_LANES; step *= 2) acc += LS_SHFL_DOWN(acc, step);
+    if (!live || part != 0) continue;
+    if (e < nbg)
+      bg[e] = (float)acc;
+    else if (e < nbg + LV2_CC)
+      gram[e - nbg] = (float)acc;
+    else
+      gnorm[e - nbg - LV2_CC] = (float)sqrt(acc);
   }
 }
 
-// One thread per valid pixel: rho = 1 − cos(Bᵀw, g), d_w, and the codebook-gradient
-// coefficients (c1, c2); zero weights are skipped like the CPU code skips them.
+// Per valid pixel: rho = 1 − cos(Bᵀw, g), d_w, and the codebook-gradient coefficients
+// (c1, c2); zero weights are skipped like the CPU code skips them. A group of
+// LV2_GROUP lanes per pixel: lane l keeps Gw's entries l and l + LV2_GROUP (each summed
+// over the codes in order, as the CPU does), the dot products' partials are summed by
+// every lane alike (their terms come from shuffles), and the lanes write d_w's entries
+// coalesced. The loop runs while any pixel of the warp is left.
 extern "C" __global__ void lv2_cosine(u32 items, const float* w, const u32* mask,
                                       const float* bg, const float* gram, const float* gnorm,
                                       float* d_w, float* rho, float* coef, float grad_scale) {
-  for (u64 p = ls_global_id(); p < items; p += ls_global_stride()) {
-    const float* wp = w + p * LV2_CODES;
-    u64 r = mask[p];
+  const u32 lane = threadIdx.x % LV2_GROUP;
+  const int leader = (int)(ls_lane() - lane);
+  const u64 group = ls_global_id() / LV2_GROUP, groups = ls_global_stride() / LV2_GROUP;
+  const u64 first = group - (u64)(ls_lane() / LV2_GROUP);
+  for (u64 base = first; base < items; base += groups) {
+    const u64 p = base + (group - first);
+    const bool live = p < items;
+    const float* wp = w + (live ? p : 0) * LV2_CODES;
+    const u64 r = live ? mask[p] : 0;
     const float* b = bg + r * LV2_CODES;
-    double g = (double)gnorm[r];
-    double gw[LV2_CODES];
-    for (u32 m = 0; m < LV2_CODES; ++m) gw[m] = 0.0;
+    const double g = live ? (double)gnorm[r] : 0.0;
+    double gw[LV2_PER_LANE];
+    for (u32 j = 0; j < LV2_PER_LANE; ++j) gw[j] = 0.0;
     double pa[LV2_DOT_LANES], pq[LV2_DOT_LANES];
     for (u32 l = 0; l < LV2_DOT_LANES; ++l) pa[l] = pq[l] = 0.0;
-    for (u32 c = 0; c < LV2_CODES; ++c) {
-      if (wp[c] == 0.0f) continue;
-      double wc = (double)wp[c];
-      pa[c % LV2_DOT_LANES] += wc * (double)b[c];
-      const float* gr = gram + (u64)c * LV2_CODES;
-      for (u32 m = 0; m < LV2_CODES; ++m) gw[m] = fma(wc, (double)gr[m], gw[m]);
+    if (live) {
+      for (u32 c = 0; c < LV2_CODES; ++c) {
+        if (wp[c] == 0.0f) continue;
+        const double wc = (double)wp[c];
+        pa[c % LV2_DOT_LANES] += wc * (double)b[c];
+        const float* gr = gram + (u64)c * LV2_CODES;
+        for (u32 j = 0; j < LV2_PER_LANE; ++j)
+          gw[j] = fma(wc, (double)gr[lane + j * LV2_GROUP], gw[j]);
+      }
     }
     for (u32 c = 0; c < LV2_CODES; ++c) {
-      if (wp[c] != 0.0f) pq[c % LV2_DOT_LANES] += (double)wp[c] * gw[c];
+      const double gwc = LS_SHFL(gw[c / LV2_GROUP], leader + (int)(c % LV2_GROUP));
+      if (live && wp[c] != 0.0f) pq[c % LV2_DOT_LANES] += (double)wp[c] * gwc;
     }
-    double a = lv2_pairwise(pa), q = lv2_pairwise(pq);
+    if (!live) continue;
+    const double a = lv2_pairwise(pa), q = lv2_pairwise(pq);
     float* dw = d_w + p * LV2_CODES;
     if (q <= LV2_TINY_NORM_SQ || g == 0.0) {
-      for (u32 m = 0; m < LV2_CODES; ++m) dw[m] = 0.0f;
-      rho[p] = 1.0f;
-      coef[2 * p] = 0.0f;
-      coef[2 * p + 1] = 0.0f;
+      for (u32 j = 0; j < LV2_PER_LANE; ++j) dw[lane + j * LV2_GROUP] = 0.0f;
+      if (lane == 0) {
+        rho[p] = 1.0f;
+        coef[2 * p] = 0.0f;
+        coef[2 * p + 1] = 0.0f;
+      }
       continue;
     }
-    double inv = 1.0 / (sqrt(q) * g);
-    double scale = (double)grad_scale;
-    double c1 = -scale * inv;
-    double c2 = scale * a * inv / q;
-    rho[p] = (float)(1.0 - a * inv);
-    coef[2 * p] = (float)c1;
-    coef[2 * p + 1] = (float)c2;
-    for (u32 m = 0; m < LV2_CODES; ++m) dw[m] = (float)(c1 * (double)b[m] + c2 * gw[m]);
+    const double inv = 1.0 / (sqrt(q) * g);
+    const double scale = (double)grad_scale;
+    const double c1 = -scale * inv;
+    const double c2 = scale * a * inv / q;
+    if (lane == 0) {
+      rho[p] = (float)(1.0 - a * inv);
+      coef[2 * p] = (float)c1;
+      coef[2 * p + 1] = (float)c2;
+    }
+    for (u32 j = 0; j < LV2_PER_LANE; ++j) {
+      const u32 m = lane + j * LV2_GROUP;
+      dw[m] = (float)(c1 * (double)b[m] + c2 * gw[j]);
+    }
   }
 }
 
