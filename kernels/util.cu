@@ -91,3 +91,11 @@ extern "C" __global__ void ls_segment_offsets(const u64* keys, u32 n, u32 shift,
       for (u32 t = s + 1; t <= segments; t++) offsets[t] = n;
   }
 }
+
+// The memory-bandwidth probe of `bench`: reads n floats once, coalesced; each thread
+// writes the sum of its grid-stride share to out[its global id], so no read is dead.
+extern "C" __global__ void ls_read_probe(const float* in, u64 n, float* out) {
+  float s = 0.0f;
+  for (u64 i = ls_global_id(); i < n; i += ls_global_stride()) s += in[i];
+  out[ls_global_id()] = s;
+}

@@ -88,6 +88,15 @@ impl<R: Runtime> Backend for GpuBackend<R> {
         self.gpu.runtime().memory()
     }
 
+    /// Measured on CUDA and HIP devices; simt's kernels run far below the host's
+    /// memory bandwidth, so a floor from it would say nothing (None).
+    fn read_bandwidth(&self) -> Option<f64> {
+        if R::NAME == "simt" {
+            return None;
+        }
+        crate::algo::read_bandwidth(&self.gpu).ok()
+    }
+
     fn upload_geometry(&self, gaussians: &Gaussians) -> Result<GpuGeometry<R>> {
         geometry::upload_geometry(&self.gpu, gaussians)
     }
