@@ -87,10 +87,11 @@ struct LsBf16 { u16 bits; };
 __device__ __forceinline__ float ls_weight(LsF16 w) { return ls_f16_to_f32(w.bits); }
 __device__ __forceinline__ float ls_weight(LsBf16 w) { return ls_bf16_to_f32(w.bits); }
 
-// Rows of at most LS_SPMM_GROUPED_MAX channels are walked by a group of LS_SPMM_LANES
-// lanes each (a row's entries are read coalesced, and a long row is shared by 32 lanes
-// instead of serialising one thread); wider rows by one thread per (row, channel), where
-// the threads of a row read the same entry at once. Launch-shape constants: the host
+// With `grouped` (the host sets it where shuffles are cheap), rows of at most
+// LS_SPMM_GROUPED_MAX channels are walked by a group of LS_SPMM_LANES lanes each (a row's
+// entries are read coalesced, and a long row is shared by 32 lanes instead of
+// serialising one thread); otherwise by one thread per (row, channel), where the threads
+// of a row read the same entry at once. Launch-shape constants: the host
 // (src/operator.rs) mirrors them.
 #define LS_SPMM_LANES 32
 #define LS_SPMM_GROUPED_MAX 4
@@ -103,8 +104,9 @@ __device__ __forceinline__ float ls_weight(LsBf16 w) { return ls_bf16_to_f32(w.b
 // Wide rows: one thread per (row, channel) sums its row's entries in order.
 template <typename I, typename W>
 __device__ __forceinline__ void ls_spmm(const u32* ptr, const I* idx, const W* w, const float* x,
-                                        float* out, u32 rows, u32 channels, int accumulate) {
-  if (channels > LS_SPMM_GROUPED_MAX) {
+                                        float* out, u32 rows, u32 channels, int accumulate,
+                                        int grouped) {
+  if (!grouped || channels > LS_SPMM_GROUPED_MAX) {
     const u64 total = (u64)rows * channels;
     for (u64 t = ls_global_id(); t < total; t += ls_global_stride()) {
       const u32 r = (u32)(t / channels), k = (u32)(t % channels);
@@ -160,8 +162,9 @@ __device__ __forceinline__ void ls_spmm(const u32* ptr, const I* idx, const W* w
 
 #define LS_SPMM(NAME, I, W)                                                               \
   extern "C" __global__ void NAME(const u32* ptr, const I* idx, const W* w, const float* x, \
-                                  float* out, u32 rows, u32 channels, int accumulate) {   \
-    ls_spmm<I, W>(ptr, idx, w, x, out, rows, channels, accumulate);                        \
+                                  float* out, u32 rows, u32 channels, int accumulate,     \
+                                  int grouped) {                                          \
+    ls_spmm<I, W>(ptr, idx, w, x, out, rows, channels, accumulate, grouped);               \
   }
 LS_SPMM(ls_spmm_u16_f32, u16, float)
 LS_SPMM(ls_spmm_u16_f16, u16, LsF16)

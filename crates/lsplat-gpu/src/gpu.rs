@@ -25,6 +25,9 @@ pub struct Gpu<R: Runtime> {
     pub(crate) partials: Mutex<Option<crate::buf::GpuBuf<R, f64>>>,
     /// Per-kernel launch counts and device time, kept only under `LSPLAT_GPU_PROFILE=1`.
     profile: Option<Mutex<crate::profile::Profile>>,
+    /// Whether SpMM sums narrow rows with a group of lanes (shuffles) rather than a
+    /// thread per (row, channel): [`Runtime::CHEAP_SHUFFLES`] unless set otherwise.
+    pub(crate) grouped_spmm: std::sync::atomic::AtomicBool,
 }
 
 impl<R: Runtime> Gpu<R> {
@@ -38,6 +41,7 @@ impl<R: Runtime> Gpu<R> {
             plugin_fns: Mutex::new(HashMap::new()),
             partials: Mutex::new(None),
             profile: crate::profile::Profile::requested().then(Default::default),
+            grouped_spmm: R::CHEAP_SHUFFLES.into(),
         }
     }
 

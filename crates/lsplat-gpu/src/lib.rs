@@ -62,6 +62,17 @@ impl<R: Runtime> GpuBackend<R> {
     pub fn runtime(&self) -> &R {
         self.gpu.runtime()
     }
+
+    /// Makes SpMM sum rows of at most 4 channels with a group of 32 lanes (`true`,
+    /// the default on CUDA and HIP) or with a thread per (row, channel) (`false`, the
+    /// default on simt, where every shuffle is a round of fiber switches). Both give
+    /// the same products up to the order of the sums; the parity tests run simt with
+    /// the GPUs' shape.
+    pub fn set_grouped_spmm(&self, grouped: bool) {
+        self.gpu
+            .grouped_spmm
+            .store(grouped, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The GPU backend on the CPU SIMT runtime.

@@ -259,16 +259,20 @@ pub(crate) fn product<R: Runtime>(
         .push(n as u32)
         .push(channels as u32)
         .push(accumulate as i32);
-    // Narrow rows take a group of lanes each, wide rows a thread per (row, channel).
-    let threads = if channels <= SPMM_GROUPED_MAX {
+    // Narrow rows take a group of lanes each (where shuffles are cheap), others a
+    // thread per (row, channel).
+    let grouped =
+        channels <= SPMM_GROUPED_MAX && gpu.grouped_spmm.load(std::sync::atomic::Ordering::Relaxed);
+    a.push(grouped as i32);
+    let threads = if grouped {
         n * SPMM_LANES
     } else {
         n * channels
     };
     let dims = LaunchDims::cover(threads as u64, 256);
     // SAFETY: matches `ls_spmm_<idx>_<w>(const u32* ptr, const I* idx, const W* w,
-    // const float* x, float* out, u32 rows, u32 channels, int accumulate)` for the
-    // storage types selected above; shapes checked by the caller.
+    // const float* x, float* out, u32 rows, u32 channels, int accumulate, int grouped)`
+    // for the storage types selected above; shapes checked by the caller.
     unsafe { gpu.launch(Kernel::Operator, 16, 0, name, dims, &mut a) }
 }
 

@@ -58,6 +58,9 @@ pub trait Runtime: Send + Sync + Sized + 'static {
 
     /// The runtime's name: `cuda`, `hip` or `simt`.
     const NAME: &'static str;
+    /// Whether warp shuffles are cheap (hardware). On simt each one is a round of
+    /// fiber switches over the warp, so kernels with a choice avoid them there.
+    const CHEAP_SHUFFLES: bool = true;
 
     /// The device's name.
     fn device_name(&self) -> String;

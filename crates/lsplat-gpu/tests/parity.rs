@@ -451,6 +451,19 @@ fn wide_indices_match<R: Runtime>(gpu: &GpuBackend<R>) {
         1e-5,
         0,
     );
+    // With a thread per (row, channel) (simt's default shape), a row is summed front to
+    // back like rasterize does: the same bits.
+    gpu.set_grouped_spmm(false);
+    gpu.spmm(&wg, &xg, c, &mut yg).unwrap();
+    gpu.set_grouped_spmm(true);
+    compare(
+        "spmm, a thread per (row, channel), vs rasterize (GPU)",
+        &gpu.download(&yg).unwrap(),
+        &raster,
+        0.0,
+        0.0,
+        0,
+    );
     let mut tc = vec![0.0; n * c];
     cpu.spmm_t(&wc, &d, c, &mut tc).unwrap();
     let mut tg = gpu.alloc::<f32>(n * c).unwrap();

@@ -172,6 +172,7 @@ impl Runtime for Simt {
     type Module = SimtModule;
     type Function = SimtFunction;
     const NAME: &'static str = "simt";
+    const CHEAP_SHUFFLES: bool = false;
 
     fn device_name(&self) -> String {
         format!(

@@ -31,7 +31,12 @@ pub fn simt(warp: u32, schedule: Schedule) -> Option<SimtBackend> {
         threads: 2,
     };
     match Simt::new(options) {
-        Ok(rt) => Some(GpuBackend::new(rt)),
+        Ok(rt) => {
+            // The kernels' shapes on a GPU, shuffles included (simt's default avoids them).
+            let g = GpuBackend::new(rt);
+            g.set_grouped_spmm(true);
+            Some(g)
+        }
         Err(e) => skip("LSPLAT_REQUIRE_SIMT", "simt runtime", e),
     }
 }

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# .ci/gpu-bundle.sh — packs what a GPU check needs into .dev/ (git-ignored through
+# .git/info/exclude), for a machine that has a GPU and its driver but no Rust: the
+# engine and the CUDA test binaries (built here, stripped, gzipped), the biker splat,
+# and bench scenes made with `synth` (biker: 50 cameras at 640×480, 3-D features;
+# s3 / s512: 20 cameras at 320×240, 3-D and 512-D). Then, on that machine, from the
+# repository root:
+#
+#   bash .dev/run.sh        # tests, per-kernel profile, benches; logs to $OUT or .dev/out
+#
+# Environment: LSPLAT_TEST_DATA (default ../shared/data). About 30 MB in all.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data="${LSPLAT_TEST_DATA:-../shared/data}"
+ply="$data/splats/playcanvas_biker.inria_sh0.ply"
+[ -f "$ply" ] || { echo "gpu-bundle: $ply not found (set LSPLAT_TEST_DATA)" >&2; exit 1; }
+grep -qx '/.dev/' .git/info/exclude 2>/dev/null || echo '/.dev/' >> .git/info/exclude
+
+cargo build --release -p lsplat-cli --features cuda
+bins=()
+for pkg in lsplat-gpu langsplat-v2; do
+  while IFS= read -r exe; do bins+=("$exe"); done < <(
+    cargo test --release -p "$pkg" --features cuda --no-run --message-format=json 2>/dev/null |
+      python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("parity", "training", "langsplat_v2"):
+        print(m["executable"])')
+done
+
+rm -rf .dev && mkdir -p .dev/bin .dev/data
+cp target/release/lsplat-engine .dev/bin/
+for b in "${bins[@]}"; do cp "$b" ".dev/bin/t_$(basename "$b" | sed 's/-[0-9a-f]*$//')"; done
+strip .dev/bin/* && gzip -6 .dev/bin/*
+cp "$ply" .dev/data/biker.ply
+
+B=target/release/lsplat-engine
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+make_scene() { # name orbit width height dim
+  "$B" synth --splats "$ply" --orbit "$2" --width "$3" --height "$4" --objects 12 --dim "$5" --out "$tmp/$1" >/dev/null
+  "$B" import langsplat --source "$tmp/$1/language_features" --out "$tmp/$1/dataset" >/dev/null
+  mkdir -p ".dev/$1"
+  cp -r "$tmp/$1/cameras.json" "$tmp/$1/dataset" ".dev/$1/"
+  printf '[scene]\nsplats = "../data/biker.ply"\ncameras = "cameras.json"\ndataset = "dataset"\nlevel = 1\n' > ".dev/$1/scene.toml"
+}
+make_scene biker 50 640 480 3
+make_scene s3 20 320 240 3
+make_scene s512 20 320 240 512
+
+cat > .dev/run.sh <<'RUN'
+#!/bin/bash
+# Runs on the GPU machine: CUDA tests, per-kernel profile, benches.
+cd "$(dirname "$0")"
+OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
+exec > >(tee -a "$OUT/log.txt") 2>&1
+gunzip -f bin/*.gz; chmod +x bin/*
+lib=$(dirname "$(find /usr/local/cuda*/ -name 'libnvrtc.so*' 2>/dev/null | head -1)")
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$lib" LSPLAT_KERNEL_CACHE=/tmp/kc LSPLAT_REQUIRE_CUDA=1
+B=$PWD/bin/lsplat-engine
+nvidia-smi -L; $B info | head -6
+for t in bin/t_*; do echo "-- $t"; timeout 200 $t cuda:: --test-threads 4 2>&1 | grep -E "test result|FAILED|panicked"; done
+echo "-- langsplat-v2 ops on simt and cuda"
+timeout 200 bin/t_langsplat_v2 --test-threads 4 > "$OUT/plugin_tests.txt" 2>&1; grep -E "test result|FAILED" "$OUT/plugin_tests.txt"
+P="--json --set device.backend=cuda"
+LSPLAT_GPU_PROFILE=1 timeout 90 $B bench --scene s512/scene.toml --set train.model=langsplat_v2 --iters 50 $P 2>&1 | head -16
+for c in operator none; do timeout 90 $B bench --scene biker/scene.toml --iters 300 --warmup 60 $P --set render.cache=$c; done
+timeout 60 $B bench --scene s3/scene.toml --iters 300 $P
+timeout 90 $B bench --scene s512/scene.toml --set train.model=langsplat_v2 --iters 200 $P
+RUN
+du -sh .dev
