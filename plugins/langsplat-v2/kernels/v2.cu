@@ -49,6 +49,16 @@ __device__ __forceinline__ double lv2_exp(double x) {
   return ldexp(p, (int)n);
 }
 
+// The softmax over the LV2_K selected logits sl (sl[0] the largest) into sv.
+__device__ __forceinline__ void lv2_softmax(const float* sl, float* sv) {
+  double m = (double)sl[0];
+  double e[LV2_K];
+  for (u32 j = 0; j < LV2_K; ++j) e[j] = lv2_exp((double)sl[j] - m);
+  double sum = 0.0;
+  for (u32 j = 0; j < LV2_K; ++j) sum += e[j];
+  for (u32 j = 0; j < LV2_K; ++j) sv[j] = (float)(e[j] / sum);
+}
+
 // The top LV2_K of one row of LV2_CODES logits (descending; ties to the lower index)
 // into si, and the softmax over just those logits into sv.
 __device__ __forceinline__ void lv2_select(const float* row, u32* si, float* sv) {
@@ -72,12 +82,7 @@ __device__ __forceinline__ void lv2_select(const float* row, u32* si, float* sv)
     sl[pos] = l;
     if (n < LV2_K) ++n;
   }
-  double m = (double)sl[0];
-  double e[LV2_K];
-  for (u32 j = 0; j < LV2_K; ++j) e[j] = lv2_exp((double)sl[j] - m);
-  double sum = 0.0;
-  for (u32 j = 0; j < LV2_K; ++j) sum += e[j];
-  for (u32 j = 0; j < LV2_K; ++j) sv[j] = (float)(e[j] / sum);
+  lv2_softmax(sl, sv);
 }
 
 // One thread per Gaussian: its selection (lv2_select) and the dense row holding it.
@@ -168,12 +173,7 @@ __device__ __forceinline__ void lv2_select_group(const float* x, u32* si, float*
     for (u32 j = 0; j < LV2_PER_LANE; ++j)
       if (bi == lane + j * LV2_GROUP) taken[j] = true;
   }
-  double m = (double)sl[0];
-  double e[LV2_K];
-  for (u32 j = 0; j < LV2_K; ++j) e[j] = lv2_exp((double)sl[j] - m);
-  double sum = 0.0;
-  for (u32 j = 0; j < LV2_K; ++j) sum += e[j];
-  for (u32 j = 0; j < LV2_K; ++j) sv[j] = (float)(e[j] / sum);
+  lv2_softmax(sl, sv);
 }
 
 // A group per Gaussian with vis != 0 (the others have no gradient and are caught up

@@ -242,27 +242,29 @@ pub(super) fn simt(warp: u32, schedule: Schedule) -> Option<SimtBackend> {
         seed: 7,
         threads: 2,
     };
-    match Simt::new(options) {
-        Ok(rt) => Some(lsplat_gpu::GpuBackend::new(rt)),
-        Err(e) => {
-            let required = std::env::var("LSPLAT_REQUIRE_SIMT").is_ok_and(|v| v == "1");
-            assert!(!required, "LSPLAT_REQUIRE_SIMT=1 but: {e}");
-            eprintln!("SKIPPED (no simt runtime): {e}");
-            None
-        }
-    }
+    opened(Simt::new(options), "LSPLAT_REQUIRE_SIMT", "simt runtime")
 }
 
 /// The CUDA device (with the `cuda` feature), or `None` (skipped, with a message)
 /// unless `LSPLAT_REQUIRE_CUDA=1`.
 #[cfg(feature = "cuda")]
 pub(super) fn cuda() -> Option<lsplat_gpu::CudaBackend> {
-    match lsplat_gpu::cuda::Cuda::new(0, Default::default()) {
+    let rt = lsplat_gpu::cuda::Cuda::new(0, Default::default());
+    opened(rt, "LSPLAT_REQUIRE_CUDA", "CUDA device")
+}
+
+/// A backend over `rt`, or `None` with a SKIPPED line — a failure when `var` is 1.
+fn opened<R: lsplat_gpu::Runtime>(
+    rt: lsplat_device::Result<R>,
+    var: &str,
+    what: &str,
+) -> Option<lsplat_gpu::GpuBackend<R>> {
+    match rt {
         Ok(rt) => Some(lsplat_gpu::GpuBackend::new(rt)),
         Err(e) => {
-            let required = std::env::var("LSPLAT_REQUIRE_CUDA").is_ok_and(|v| v == "1");
-            assert!(!required, "LSPLAT_REQUIRE_CUDA=1 but: {e}");
-            eprintln!("SKIPPED (no CUDA device): {e}");
+            let required = std::env::var(var).is_ok_and(|v| v == "1");
+            assert!(!required, "{var}=1 but: {e}");
+            eprintln!("SKIPPED (no {what}): {e}");
             None
         }
     }
