@@ -97,15 +97,46 @@ __device__ __forceinline__ float ls_weight(LsBf16 w) { return ls_bf16_to_f32(w.b
 #define LS_SPMM_GROUPED_MAX 4
 #define LS_SPMM_UNROLL 4
 
+// acc[k] (k < LS_SPMM_GROUPED_MAX, only k < channels used) += Σ w_e·x[idx_e·C + k] over
+// entries e = first, first + stride, … below end, in order, LS_SPMM_UNROLL at a time
+// with every load issued before the first product (a long row is latency-bound
+// otherwise).
+template <typename I, typename W>
+__device__ __forceinline__ void ls_spmm_strided(const I* idx, const W* w, const float* x,
+                                                u32 channels, u32 e, u32 end, u32 stride,
+                                                float* acc) {
+  for (; e + (LS_SPMM_UNROLL - 1) * stride < end; e += LS_SPMM_UNROLL * stride) {
+    float we[LS_SPMM_UNROLL];
+    const float* xr[LS_SPMM_UNROLL];
+    for (u32 j = 0; j < LS_SPMM_UNROLL; j++) {
+      we[j] = ls_weight(w[e + j * stride]);
+      xr[j] = x + (u64)idx[e + j * stride] * channels;
+    }
+    float xv[LS_SPMM_UNROLL][LS_SPMM_GROUPED_MAX];
+    for (u32 j = 0; j < LS_SPMM_UNROLL; j++)
+      for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++) xv[j][k] = k < channels ? xr[j][k] : 0.0f;
+    for (u32 j = 0; j < LS_SPMM_UNROLL; j++)
+      for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++)
+        if (k < channels) acc[k] += we[j] * xv[j][k];
+  }
+  for (; e < end; e += stride) {
+    const float we = ls_weight(w[e]);
+    const float* xr = x + (u64)idx[e] * channels;
+    for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++)
+      if (k < channels) acc[k] += we * xr[k];
+  }
+}
+
 // out[r·C + k] (+)= Σ_e w_e·x[idx_e·C + k] over the entries of compressed row r. Used
-// for CSR (forward) and CSC (transposed) alike. Narrow rows: lane l of a row's group
-// sums entries l, l + 32, … in order, then the lanes' sums are added by a fixed tree
-// (lane l += lane l + d for d = 16, 8, 4, 2, 1) — the same order on every warp width.
-// Wide rows: one thread per (row, channel) sums its row's entries in order.
+// for CSR (forward) and CSC (transposed) alike. Grouped narrow rows: lane l of a row's
+// group sums entries l, l + 32, … in order, then the lanes' sums are added by a fixed
+// tree (lane l += lane l + d for d = 16, 8, 4, 2, 1) — the same order on every warp
+// width; rows of more than `long_min` entries are left to ls_spmm_long. Otherwise one
+// thread per (row, channel) sums its row's entries in order.
 template <typename I, typename W>
 __device__ __forceinline__ void ls_spmm(const u32* ptr, const I* idx, const W* w, const float* x,
                                         float* out, u32 rows, u32 channels, int accumulate,
-                                        int grouped) {
+                                        int grouped, u32 long_min) {
   if (!grouped || channels > LS_SPMM_GROUPED_MAX) {
     const u64 total = (u64)rows * channels;
     for (u64 t = ls_global_id(); t < total; t += ls_global_stride()) {
@@ -120,37 +151,15 @@ __device__ __forceinline__ void ls_spmm(const u32* ptr, const I* idx, const W* w
   const u64 group = ls_global_id() / LS_SPMM_LANES;
   const u64 groups = ls_global_stride() / LS_SPMM_LANES;
   // The loop runs while any group of this warp has a row, so every lane of the warp
-  // reaches the shuffles (a group past the end sums nothing and writes nothing).
+  // reaches the shuffles (a group past the end, or on a long row, writes nothing).
   const u64 first = group - (u64)(ls_lane() / LS_SPMM_LANES);
   for (u64 base = first; base < rows; base += groups) {
     const u64 r = base + (group - first);
-    const bool live = r < rows;
-    const u32 end = live ? ptr[r + 1] : 0;
+    const u32 start = r < rows ? ptr[r] : 0, end = r < rows ? ptr[r + 1] : 0;
+    const bool live = r < rows && end - start <= long_min;
     float acc[LS_SPMM_GROUPED_MAX];
     for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++) acc[k] = 0.0f;
-    u32 e = (live ? ptr[r] : 0) + lane;
-    // LS_SPMM_UNROLL entries per lane at a time, every load issued before the first
-    // product (a long row is latency-bound otherwise); the sums keep entry order.
-    for (; e + (LS_SPMM_UNROLL - 1) * LS_SPMM_LANES < end; e += LS_SPMM_UNROLL * LS_SPMM_LANES) {
-      float we[LS_SPMM_UNROLL];
-      const float* xr[LS_SPMM_UNROLL];
-      for (u32 j = 0; j < LS_SPMM_UNROLL; j++) {
-        we[j] = ls_weight(w[e + j * LS_SPMM_LANES]);
-        xr[j] = x + (u64)idx[e + j * LS_SPMM_LANES] * channels;
-      }
-      float xv[LS_SPMM_UNROLL][LS_SPMM_GROUPED_MAX];
-      for (u32 j = 0; j < LS_SPMM_UNROLL; j++)
-        for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++) xv[j][k] = k < channels ? xr[j][k] : 0.0f;
-      for (u32 j = 0; j < LS_SPMM_UNROLL; j++)
-        for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++)
-          if (k < channels) acc[k] += we[j] * xv[j][k];
-    }
-    for (; e < end; e += LS_SPMM_LANES) {
-      const float we = ls_weight(w[e]);
-      const float* xr = x + (u64)idx[e] * channels;
-      for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++)
-        if (k < channels) acc[k] += we * xr[k];
-    }
+    if (live) ls_spmm_strided(idx, w, x, channels, start + lane, end, LS_SPMM_LANES, acc);
     for (u32 d = LS_SPMM_LANES / 2; d > 0; d /= 2)
       for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++) acc[k] += LS_SHFL_DOWN(acc[k], d);
     if (live && lane == 0) {
@@ -160,11 +169,48 @@ __device__ __forceinline__ void ls_spmm(const u32* ptr, const I* idx, const W* w
   }
 }
 
+// The rows ls_spmm leaves (listed in long_rows): a block of LS_SPMM_LONG_THREADS threads
+// per row; thread t sums entries t, t + LS_SPMM_LONG_THREADS, … in order, then the block
+// adds the threads' sums by a fixed tree in shared memory. One block holds the few
+// Gaussians that cover thousands of pixels, which would otherwise set the time of the
+// whole transposed product.
+#define LS_SPMM_LONG_THREADS 256
+template <typename I, typename W>
+__device__ __forceinline__ void ls_spmm_long(const u32* ptr, const I* idx, const W* w,
+                                             const float* x, float* out, const u32* long_rows,
+                                             u32 n_long, u32 channels, int accumulate) {
+  __shared__ float part[LS_SPMM_GROUPED_MAX][LS_SPMM_LONG_THREADS];
+  const u32 t = threadIdx.x;
+  for (u32 b = blockIdx.x; b < n_long; b += gridDim.x) {
+    const u32 r = long_rows[b];
+    float acc[LS_SPMM_GROUPED_MAX];
+    for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++) acc[k] = 0.0f;
+    ls_spmm_strided(idx, w, x, channels, ptr[r] + t, ptr[r + 1], LS_SPMM_LONG_THREADS, acc);
+    for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++) part[k][t] = acc[k];
+    __syncthreads();
+    for (u32 d = LS_SPMM_LONG_THREADS / 2; d > 0; d /= 2) {
+      if (t < d)
+        for (u32 k = 0; k < LS_SPMM_GROUPED_MAX; k++) part[k][t] += part[k][t + d];
+      __syncthreads();
+    }
+    if (t == 0) {
+      float* o = out + (u64)r * channels;
+      for (u32 k = 0; k < channels; k++) o[k] = accumulate ? o[k] + part[k][0] : part[k][0];
+    }
+    __syncthreads();
+  }
+}
+
 #define LS_SPMM(NAME, I, W)                                                               \
   extern "C" __global__ void NAME(const u32* ptr, const I* idx, const W* w, const float* x, \
                                   float* out, u32 rows, u32 channels, int accumulate,     \
-                                  int grouped) {                                          \
-    ls_spmm<I, W>(ptr, idx, w, x, out, rows, channels, accumulate, grouped);               \
+                                  int grouped, u32 long_min) {                            \
+    ls_spmm<I, W>(ptr, idx, w, x, out, rows, channels, accumulate, grouped, long_min);     \
+  }                                                                                       \
+  extern "C" __global__ void __launch_bounds__(LS_SPMM_LONG_THREADS)                      \
+      NAME##_long(const u32* ptr, const I* idx, const W* w, const float* x, float* out,   \
+                  const u32* long_rows, u32 n_long, u32 channels, int accumulate) {       \
+    ls_spmm_long<I, W>(ptr, idx, w, x, out, long_rows, n_long, channels, accumulate);      \
   }
 LS_SPMM(ls_spmm_u16_f32, u16, float)
 LS_SPMM(ls_spmm_u16_f16, u16, LsF16)

@@ -28,6 +28,9 @@ pub struct Gpu<R: Runtime> {
     /// Whether SpMM sums narrow rows with a group of lanes (shuffles) rather than a
     /// thread per (row, channel): [`Runtime::CHEAP_SHUFFLES`] unless set otherwise.
     pub(crate) grouped_spmm: std::sync::atomic::AtomicBool,
+    /// Rows with more entries than this get a block each in the grouped SpMM; read
+    /// when an operator is built.
+    pub(crate) spmm_long_min: std::sync::atomic::AtomicU32,
 }
 
 impl<R: Runtime> Gpu<R> {
@@ -42,6 +45,7 @@ impl<R: Runtime> Gpu<R> {
             partials: Mutex::new(None),
             profile: crate::profile::Profile::requested().then(Default::default),
             grouped_spmm: R::CHEAP_SHUFFLES.into(),
+            spmm_long_min: crate::operator::SPMM_LONG_MIN.into(),
         }
     }
 

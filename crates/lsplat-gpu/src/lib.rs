@@ -73,6 +73,16 @@ impl<R: Runtime> GpuBackend<R> {
             .grouped_spmm
             .store(grouped, std::sync::atomic::Ordering::Relaxed);
     }
+
+    /// In the grouped SpMM, rows (in practice the CSC columns of Gaussians that cover
+    /// many pixels) with more than `entries` entries are summed by a block of 256
+    /// threads each instead of 32 lanes (default 2048). Applies to operators built
+    /// afterwards; tests lower it to cover that path on small scenes.
+    pub fn set_spmm_long_min(&self, entries: u32) {
+        self.gpu
+            .spmm_long_min
+            .store(entries, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The GPU backend on the CPU SIMT runtime.

@@ -27,6 +27,14 @@ pub(crate) enum Wts<R: Runtime> {
     Bf16(GpuBuf<R, u16>),
 }
 
+/// The rows of one orientation with more than `min` entries, which the grouped SpMM
+/// leaves to a block each (`ls_spmm_*_long`).
+pub(crate) struct LongRows<R: Runtime> {
+    pub(crate) list: GpuBuf<R, u32>,
+    pub(crate) len: usize,
+    pub(crate) min: u32,
+}
+
 /// W in both orientations.
 pub struct GpuOperator<R: Runtime> {
     pub(crate) rows: usize,
@@ -35,9 +43,11 @@ pub struct GpuOperator<R: Runtime> {
     pub(crate) row_ptr: GpuBuf<R, u32>,
     pub(crate) col_idx: Idx<R>,
     pub(crate) row_w: Wts<R>,
+    pub(crate) row_long: LongRows<R>,
     pub(crate) col_ptr: GpuBuf<R, u32>,
     pub(crate) row_idx: Idx<R>,
     pub(crate) col_w: Wts<R>,
+    pub(crate) col_long: LongRows<R>,
 }
 
 impl<R: Runtime> Idx<R> {
@@ -77,7 +87,27 @@ impl<R: Runtime> GpuOperator<R> {
             + self.row_idx.bytes()
             + self.row_w.bytes()
             + self.col_w.bytes()
+            + self.row_long.list.bytes()
+            + self.col_long.list.bytes()
     }
+}
+
+/// The rows of `ptr` with more than the context's long-row threshold of entries (read
+/// back once, when the operator is built).
+fn long_rows<R: Runtime>(gpu: &Gpu<R>, ptr: &GpuBuf<R, u32>) -> Result<LongRows<R>, DeviceError> {
+    let min = gpu.spmm_long_min.load(std::sync::atomic::Ordering::Relaxed);
+    let ptr = crate::buf::download(gpu, ptr)?;
+    let list: Vec<u32> = ptr
+        .windows(2)
+        .enumerate()
+        .filter(|(_, p)| p[1] - p[0] > min)
+        .map(|(r, _)| r as u32)
+        .collect();
+    Ok(LongRows {
+        len: list.len(),
+        list: crate::buf::upload(gpu, &list)?,
+        min,
+    })
 }
 
 /// Launches a one-buffer-in, one-buffer-out conversion kernel of operator.cu.
@@ -205,9 +235,11 @@ pub(crate) fn build<R: Runtime>(
         rows,
         cols,
         nnz,
+        row_long: long_rows(gpu, &row_ptr)?,
         row_ptr,
         col_idx: compact_idx(gpu, cols_csr, cols)?,
         row_w: compact_w(gpu, w_csr, precision)?,
+        col_long: long_rows(gpu, &col_ptr)?,
         col_ptr,
         row_idx: compact_idx(gpu, csc_rows, rows)?,
         col_w: compact_w(gpu, csc_w, precision)?,
@@ -218,13 +250,20 @@ pub(crate) fn build<R: Runtime>(
 /// many channels are summed by a group of this many lanes.
 const SPMM_LANES: usize = 32;
 const SPMM_GROUPED_MAX: usize = 4;
+/// `LS_SPMM_LONG_THREADS`: the block that sums one long row.
+const SPMM_LONG_THREADS: u32 = 256;
+/// Rows (in practice CSC columns: Gaussians) with more entries than this get a block
+/// of their own in the grouped SpMM ([`crate::GpuBackend::set_spmm_long_min`]).
+pub(crate) const SPMM_LONG_MIN: u32 = 2048;
 
 /// `out (+)= M·x` for one orientation (`ptr` has `n + 1` entries).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn product<R: Runtime>(
     gpu: &Gpu<R>,
     ptr: &GpuBuf<R, u32>,
     idx: &Idx<R>,
     w: &Wts<R>,
+    long: &LongRows<R>,
     x: &GpuBuf<R, f32>,
     channels: usize,
     out: &mut GpuBuf<R, f32>,
@@ -234,13 +273,13 @@ pub(crate) fn product<R: Runtime>(
     if n == 0 {
         return Ok(());
     }
-    let name = match (idx, w) {
-        (Idx::U16(_), Wts::F32(_)) => "ls_spmm_u16_f32",
-        (Idx::U16(_), Wts::F16(_)) => "ls_spmm_u16_f16",
-        (Idx::U16(_), Wts::Bf16(_)) => "ls_spmm_u16_bf16",
-        (Idx::U32(_), Wts::F32(_)) => "ls_spmm_u32_f32",
-        (Idx::U32(_), Wts::F16(_)) => "ls_spmm_u32_f16",
-        (Idx::U32(_), Wts::Bf16(_)) => "ls_spmm_u32_bf16",
+    let (name, long_name) = match (idx, w) {
+        (Idx::U16(_), Wts::F32(_)) => ("ls_spmm_u16_f32", "ls_spmm_u16_f32_long"),
+        (Idx::U16(_), Wts::F16(_)) => ("ls_spmm_u16_f16", "ls_spmm_u16_f16_long"),
+        (Idx::U16(_), Wts::Bf16(_)) => ("ls_spmm_u16_bf16", "ls_spmm_u16_bf16_long"),
+        (Idx::U32(_), Wts::F32(_)) => ("ls_spmm_u32_f32", "ls_spmm_u32_f32_long"),
+        (Idx::U32(_), Wts::F16(_)) => ("ls_spmm_u32_f16", "ls_spmm_u32_f16_long"),
+        (Idx::U32(_), Wts::Bf16(_)) => ("ls_spmm_u32_bf16", "ls_spmm_u32_bf16_long"),
     };
     let idx_ptr = match idx {
         Idx::U16(b) => b.ptr(),
@@ -263,7 +302,10 @@ pub(crate) fn product<R: Runtime>(
     // thread per (row, channel).
     let grouped =
         channels <= SPMM_GROUPED_MAX && gpu.grouped_spmm.load(std::sync::atomic::Ordering::Relaxed);
-    a.push(grouped as i32);
+    // Rows longer than the list's threshold are left to a block each.
+    let split = grouped && long.len > 0;
+    a.push(grouped as i32)
+        .push(if split { long.min } else { u32::MAX });
     let threads = if grouped {
         n * SPMM_LANES
     } else {
@@ -271,9 +313,36 @@ pub(crate) fn product<R: Runtime>(
     };
     let dims = LaunchDims::cover(threads as u64, 256);
     // SAFETY: matches `ls_spmm_<idx>_<w>(const u32* ptr, const I* idx, const W* w,
-    // const float* x, float* out, u32 rows, u32 channels, int accumulate, int grouped)`
-    // for the storage types selected above; shapes checked by the caller.
-    unsafe { gpu.launch(Kernel::Operator, 16, 0, name, dims, &mut a) }
+    // const float* x, float* out, u32 rows, u32 channels, int accumulate, int grouped,
+    // u32 long_min)` for the storage types selected above; shapes checked by the caller.
+    unsafe { gpu.launch(Kernel::Operator, 16, 0, name, dims, &mut a)? };
+    if !split {
+        return Ok(());
+    }
+    let mut a = KernelArgs::new();
+    a.push(ptr.ptr())
+        .push(idx_ptr)
+        .push(w_ptr)
+        .push(x.ptr())
+        .push(out.ptr())
+        .push(long.list.ptr())
+        .push(long.len as u32)
+        .push(channels as u32)
+        .push(accumulate as i32);
+    let blocks = long.len.min(65_535) as u32;
+    // SAFETY: matches `ls_spmm_<idx>_<w>_long(const u32* ptr, const I* idx, const W* w,
+    // const float* x, float* out, const u32* long_rows, u32 n_long, u32 channels, int
+    // accumulate)`; `long.list` holds `long.len` row indices below `ptr.len() - 1`.
+    unsafe {
+        gpu.launch(
+            Kernel::Operator,
+            16,
+            0,
+            long_name,
+            LaunchDims::grid(blocks, SPMM_LONG_THREADS),
+            &mut a,
+        )
+    }
 }
 
 /// The kernel of `family` (`[u16/u32 indices][f32/f16/bf16 weights]`) for the storage

@@ -35,17 +35,24 @@ pub fn simt(warp: u32, schedule: Schedule) -> Option<SimtBackend> {
             // The kernels' shapes on a GPU, shuffles included (simt's default avoids them).
             let g = GpuBackend::new(rt);
             g.set_grouped_spmm(true);
-            Some(g)
+            Some(long_rows_split(g))
         }
         Err(e) => skip("LSPLAT_REQUIRE_SIMT", "simt runtime", e),
     }
+}
+
+/// `g` with the long-row split of the grouped SpMM at 64 entries (2048 in use), so
+/// that the test scenes' larger Gaussians take the block-per-row path.
+fn long_rows_split<R: Runtime>(g: GpuBackend<R>) -> GpuBackend<R> {
+    g.set_spmm_long_min(64);
+    g
 }
 
 /// The CUDA device, or `None` (skipped) unless `LSPLAT_REQUIRE_CUDA=1`.
 #[cfg(feature = "cuda")]
 pub fn cuda() -> Option<lsplat_gpu::CudaBackend> {
     match lsplat_gpu::cuda::Cuda::new(0, Default::default()) {
-        Ok(rt) => Some(GpuBackend::new(rt)),
+        Ok(rt) => Some(long_rows_split(GpuBackend::new(rt))),
         Err(e) => skip("LSPLAT_REQUIRE_CUDA", "CUDA device", e),
     }
 }
@@ -54,7 +61,7 @@ pub fn cuda() -> Option<lsplat_gpu::CudaBackend> {
 #[cfg(feature = "hip")]
 pub fn hip() -> Option<lsplat_gpu::HipBackend> {
     match lsplat_gpu::hip::Hip::new(0) {
-        Ok(rt) => Some(GpuBackend::new(rt)),
+        Ok(rt) => Some(long_rows_split(GpuBackend::new(rt))),
         Err(e) => skip("LSPLAT_REQUIRE_HIP", "HIP device", e),
     }
 }
