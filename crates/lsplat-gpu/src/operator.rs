@@ -273,29 +273,19 @@ pub(crate) fn product<R: Runtime>(
     if n == 0 {
         return Ok(());
     }
-    let (name, long_name) = match (idx, w) {
-        (Idx::U16(_), Wts::F32(_)) => ("ls_spmm_u16_f32", "ls_spmm_u16_f32_long"),
-        (Idx::U16(_), Wts::F16(_)) => ("ls_spmm_u16_f16", "ls_spmm_u16_f16_long"),
-        (Idx::U16(_), Wts::Bf16(_)) => ("ls_spmm_u16_bf16", "ls_spmm_u16_bf16_long"),
-        (Idx::U32(_), Wts::F32(_)) => ("ls_spmm_u32_f32", "ls_spmm_u32_f32_long"),
-        (Idx::U32(_), Wts::F16(_)) => ("ls_spmm_u32_f16", "ls_spmm_u32_f16_long"),
-        (Idx::U32(_), Wts::Bf16(_)) => ("ls_spmm_u32_bf16", "ls_spmm_u32_bf16_long"),
+    let (name, idx_ptr, w_ptr) = typed(&SPMM, idx, w);
+    // ptr, idx, w, x, out: the first parameters of both kernels.
+    let operands = || {
+        let mut a = KernelArgs::new();
+        a.push(ptr.ptr())
+            .push(idx_ptr)
+            .push(w_ptr)
+            .push(x.ptr())
+            .push(out.ptr());
+        a
     };
-    let idx_ptr = match idx {
-        Idx::U16(b) => b.ptr(),
-        Idx::U32(b) => b.ptr(),
-    };
-    let w_ptr = match w {
-        Wts::F32(b) => b.ptr(),
-        Wts::F16(b) | Wts::Bf16(b) => b.ptr(),
-    };
-    let mut a = KernelArgs::new();
-    a.push(ptr.ptr())
-        .push(idx_ptr)
-        .push(w_ptr)
-        .push(x.ptr())
-        .push(out.ptr())
-        .push(n as u32)
+    let mut a = operands();
+    a.push(n as u32)
         .push(channels as u32)
         .push(accumulate as i32);
     // Narrow rows take a group of lanes each (where shuffles are cheap), others a
@@ -319,13 +309,8 @@ pub(crate) fn product<R: Runtime>(
     if !split {
         return Ok(());
     }
-    let mut a = KernelArgs::new();
-    a.push(ptr.ptr())
-        .push(idx_ptr)
-        .push(w_ptr)
-        .push(x.ptr())
-        .push(out.ptr())
-        .push(long.list.ptr())
+    let mut a = operands();
+    a.push(long.list.ptr())
         .push(long.len as u32)
         .push(channels as u32)
         .push(accumulate as i32);
@@ -338,7 +323,7 @@ pub(crate) fn product<R: Runtime>(
             Kernel::Operator,
             16,
             0,
-            long_name,
+            typed(&SPMM_LONG, idx, w).0,
             LaunchDims::grid(blocks, SPMM_LONG_THREADS),
             &mut a,
         )
@@ -363,6 +348,24 @@ fn typed<R: Runtime>(
     };
     (family[i][j], idx_ptr, w_ptr)
 }
+
+const SPMM: [[&str; 3]; 2] = [
+    ["ls_spmm_u16_f32", "ls_spmm_u16_f16", "ls_spmm_u16_bf16"],
+    ["ls_spmm_u32_f32", "ls_spmm_u32_f16", "ls_spmm_u32_bf16"],
+];
+
+const SPMM_LONG: [[&str; 3]; 2] = [
+    [
+        "ls_spmm_u16_f32_long",
+        "ls_spmm_u16_f16_long",
+        "ls_spmm_u16_bf16_long",
+    ],
+    [
+        "ls_spmm_u32_f32_long",
+        "ls_spmm_u32_f16_long",
+        "ls_spmm_u32_bf16_long",
+    ],
+];
 
 const SPMM_SPARSE: [[&str; 3]; 2] = [
     [
