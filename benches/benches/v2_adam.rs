@@ -4,10 +4,10 @@
 //! a random 45 % (about what one camera of the biker scene sees).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use langsplat_v2::ops::{AdamSelectOp, StepConstants};
+use langsplat_v2::ops::{AdamSelectBufs, AdamSelectOp, StepConstants};
 use langsplat_v2::{CODES, TOP_K};
 use lsplat_core::Rng;
-use lsplat_device::{Backend, OpArg, Scalar};
+use lsplat_device::Backend;
 
 fn pass(crit: &mut Criterion, name: &str, n: usize, density: f32) {
     let dev = lsplat_cpu::CpuBackend::new(2);
@@ -45,24 +45,18 @@ fn pass(crit: &mut Criterion, name: &str, n: usize, density: f32) {
         b.iter(|| {
             step += 1;
             let k = StepConstants::at(0.0025, 0.9, 0.999, 1e-15, step);
-            let [a, b2, c, d, e] = AdamSelectOp::scalars(&k).map(|x| OpArg::Scalar(Scalar::F32(x)));
-            let mut args = [
-                OpArg::F32Mut(&mut logits),
-                OpArg::F32Mut(&mut m),
-                OpArg::F32Mut(&mut v),
-                OpArg::U32Mut(&mut idx),
-                OpArg::F32Mut(&mut val),
-                OpArg::F32(&d_val),
-                OpArg::F32(&vis),
-                OpArg::U32Mut(&mut last),
-                OpArg::Scalar(Scalar::U32(step)),
-                a,
-                b2,
-                c,
-                d,
-                e,
-            ];
-            dev.run_op(&AdamSelectOp { gaussians: n }, n, &mut args)
+            let bufs = AdamSelectBufs {
+                logits: &mut logits,
+                m: &mut m,
+                v: &mut v,
+                idx: &mut idx,
+                val: &mut val,
+                d_val: &d_val,
+                vis: &vis,
+                last: &mut last,
+            };
+            AdamSelectOp { gaussians: n }
+                .run(&dev, bufs, step, &k)
                 .unwrap();
         })
     });

@@ -29,7 +29,9 @@ mod topk;
 mod vis;
 
 pub use acc::{ACC_BLOCKS, ACC_THREADS, AccOp, CodebookGradOp};
-pub use adam::{AdamSelectOp, GatherAddOp, StepConstants, adam_select_row, pow_int};
+pub use adam::{
+    AdamSelectBufs, AdamSelectOp, GatherAddOp, StepConstants, adam_select_row, pow_int,
+};
 pub use cosine::{CosineOp, PixelCosine, PrepOp, cosine_pixel};
 pub use lazy::{CatchUpOp, Constants, Hyper, catch_up_row};
 pub use topk::{

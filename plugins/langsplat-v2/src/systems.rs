@@ -331,28 +331,18 @@ pub(crate) fn adam<B: Backend>(
     let st = &mut *state;
     let n = st.gaussians;
     let k = ops::StepConstants::new(&hp);
-    let [a, b, c, d, e] = ops::AdamSelectOp::scalars(&k).map(|x| OpArg::Scalar(Scalar::F32(x)));
     st.steps = hp.step;
-    fault.check(dev.0.run_op(
-        &ops::AdamSelectOp { gaussians: n },
-        n,
-        &mut [
-            OpArg::F32Mut(&mut st.logits),
-            OpArg::F32Mut(&mut st.m_logits),
-            OpArg::F32Mut(&mut st.v_logits),
-            OpArg::U32Mut(&mut st.idx),
-            OpArg::F32Mut(&mut st.val),
-            OpArg::F32(&st.d_val),
-            OpArg::F32(&st.vis),
-            OpArg::U32Mut(&mut st.last),
-            OpArg::Scalar(Scalar::U32(hp.step)),
-            a,
-            b,
-            c,
-            d,
-            e,
-        ],
-    ));
+    let bufs = ops::AdamSelectBufs {
+        logits: &mut st.logits,
+        m: &mut st.m_logits,
+        v: &mut st.v_logits,
+        idx: &mut st.idx,
+        val: &mut st.val,
+        d_val: &st.d_val,
+        vis: &st.vis,
+        last: &mut st.last,
+    };
+    fault.check(ops::AdamSelectOp { gaussians: n }.run(&dev.0, bufs, hp.step, &k));
     st.selected = true;
     fault.check(dev.0.adam_step(
         &mut st.codebook,

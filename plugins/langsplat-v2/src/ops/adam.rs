@@ -8,7 +8,9 @@
 use std::ops::Range;
 use std::sync::Mutex;
 
-use lsplat_device::{AdamParams, DeviceOp, HostArgs, HostPool, OpKernel, Result};
+use lsplat_device::{
+    AdamParams, Backend, DeviceOp, HostArgs, HostPool, OpArg, OpKernel, Result, Scalar,
+};
 use multiversion::multiversion;
 
 use super::topk::select_row_hinted;
@@ -254,10 +256,51 @@ pub struct AdamSelectOp {
     pub gaussians: usize,
 }
 
+/// The buffers of an [`AdamSelectOp`] pass, in the op's argument order.
+pub struct AdamSelectBufs<'a, B: Backend> {
+    pub logits: &'a mut B::Buf<f32>,
+    pub m: &'a mut B::Buf<f32>,
+    pub v: &'a mut B::Buf<f32>,
+    pub idx: &'a mut B::Buf<u32>,
+    pub val: &'a mut B::Buf<f32>,
+    pub d_val: &'a B::Buf<f32>,
+    pub vis: &'a B::Buf<f32>,
+    pub last: &'a mut B::Buf<u32>,
+}
+
 impl AdamSelectOp {
     /// The f32 scalar arguments of step `k`.
     pub fn scalars(k: &StepConstants) -> [f32; 5] {
         [k.step_size, k.inv_sqrt_bc2, k.beta1, k.beta2, k.eps]
+    }
+
+    /// One pass on `dev`: Adam step `step` (constants `k`) over the Gaussians with
+    /// `vis != 0`, and their next selection.
+    pub fn run<B: Backend>(
+        &self,
+        dev: &B,
+        b: AdamSelectBufs<'_, B>,
+        step: u32,
+        k: &StepConstants,
+    ) -> Result<()> {
+        let [s0, s1, s2, s3, s4] = Self::scalars(k).map(|x| OpArg::Scalar(Scalar::F32(x)));
+        let args = &mut [
+            OpArg::F32Mut(b.logits),
+            OpArg::F32Mut(b.m),
+            OpArg::F32Mut(b.v),
+            OpArg::U32Mut(b.idx),
+            OpArg::F32Mut(b.val),
+            OpArg::F32(b.d_val),
+            OpArg::F32(b.vis),
+            OpArg::U32Mut(b.last),
+            OpArg::Scalar(Scalar::U32(step)),
+            s0,
+            s1,
+            s2,
+            s3,
+            s4,
+        ];
+        dev.run_op(self, self.gaussians, args)
     }
 }
 

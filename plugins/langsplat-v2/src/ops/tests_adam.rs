@@ -3,7 +3,7 @@
 
 use lsplat_core::Rng;
 use lsplat_cpu::CpuBackend;
-use lsplat_device::{AdamParams, Backend, OpArg, Scalar};
+use lsplat_device::{AdamParams, Backend, OpArg};
 use lsplat_gpu::simt::Schedule;
 
 use super::tests_run::{N, simt};
@@ -92,25 +92,19 @@ pub(super) fn adam_select<B: Backend>(
     last: &mut B::Buf<u32>,
     hp: &AdamParams,
 ) {
-    let k = StepConstants::new(hp);
-    let [a, b, c, d, e] = AdamSelectOp::scalars(&k).map(|x| OpArg::Scalar(Scalar::F32(x)));
-    let args = &mut [
-        OpArg::F32Mut(logits),
-        OpArg::F32Mut(m),
-        OpArg::F32Mut(v),
-        OpArg::U32Mut(idx),
-        OpArg::F32Mut(val),
-        OpArg::F32(d_val),
-        OpArg::F32(vis),
-        OpArg::U32Mut(last),
-        OpArg::Scalar(Scalar::U32(hp.step)),
-        a,
-        b,
-        c,
-        d,
-        e,
-    ];
-    dev.run_op(&AdamSelectOp { gaussians: N }, N, args).unwrap();
+    let bufs = AdamSelectBufs {
+        logits,
+        m,
+        v,
+        idx,
+        val,
+        d_val,
+        vis,
+        last,
+    };
+    AdamSelectOp { gaussians: N }
+        .run(dev, bufs, hp.step, &StepConstants::new(hp))
+        .unwrap();
 }
 
 #[test]
@@ -240,58 +234,26 @@ fn fused_step_refuses_bad_selections_and_short_buffers() {
     let (mut m, mut v) = (cpu.upload(&s.m).unwrap(), cpu.upload(&s.v).unwrap());
     let mut idx = cpu.upload(&vec![CODES as u32; N * TOP_K]).unwrap();
     let mut val = cpu.alloc(N * TOP_K).unwrap();
-    let d_val = cpu.alloc(N * TOP_K - 1).unwrap();
     let vis = cpu.upload(&vec![1.0f32; N]).unwrap();
     let mut last = cpu.alloc::<u32>(N).unwrap();
-    let sc = || OpArg::Scalar(Scalar::F32(0.1));
-    let e = cpu
-        .run_op(
-            &AdamSelectOp { gaussians: N },
-            N,
-            &mut [
-                OpArg::F32Mut(&mut logits),
-                OpArg::F32Mut(&mut m),
-                OpArg::F32Mut(&mut v),
-                OpArg::U32Mut(&mut idx),
-                OpArg::F32Mut(&mut val),
-                OpArg::F32(&d_val),
-                OpArg::F32(&vis),
-                OpArg::U32Mut(&mut last),
-                OpArg::Scalar(Scalar::U32(1)),
-                sc(),
-                sc(),
-                sc(),
-                sc(),
-                sc(),
-            ],
-        )
-        .unwrap_err()
-        .to_string();
+    let k = StepConstants::new(&HP);
+    let mut refusal = |d_val: &Vec<f32>| {
+        let bufs = AdamSelectBufs {
+            logits: &mut logits,
+            m: &mut m,
+            v: &mut v,
+            idx: &mut idx,
+            val: &mut val,
+            d_val,
+            vis: &vis,
+            last: &mut last,
+        };
+        let op = AdamSelectOp { gaussians: N };
+        op.run(&cpu, bufs, 1, &k).unwrap_err().to_string()
+    };
+    let e = refusal(&cpu.alloc(N * TOP_K - 1).unwrap());
     assert!(e.contains("lv2_adam_select") && e.contains("d_val"), "{e}");
-    let d_val = cpu.alloc(N * TOP_K).unwrap();
-    let e = cpu
-        .run_op(
-            &AdamSelectOp { gaussians: N },
-            N,
-            &mut [
-                OpArg::F32Mut(&mut logits),
-                OpArg::F32Mut(&mut m),
-                OpArg::F32Mut(&mut v),
-                OpArg::U32Mut(&mut idx),
-                OpArg::F32Mut(&mut val),
-                OpArg::F32(&d_val),
-                OpArg::F32(&vis),
-                OpArg::U32Mut(&mut last),
-                OpArg::Scalar(Scalar::U32(1)),
-                sc(),
-                sc(),
-                sc(),
-                sc(),
-                sc(),
-            ],
-        )
-        .unwrap_err()
-        .to_string();
+    let e = refusal(&cpu.alloc(N * TOP_K).unwrap());
     assert!(e.contains("idx") && e.contains("not below"), "{e}");
     assert_eq!(cpu.download(&logits).unwrap(), s.logits, "nothing written");
 }
