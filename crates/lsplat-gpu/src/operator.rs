@@ -31,7 +31,6 @@ pub(crate) enum Wts<R: Runtime> {
 /// leaves to a block each (`ls_spmm_*_long`).
 pub(crate) struct LongRows<R: Runtime> {
     pub(crate) list: GpuBuf<R, u32>,
-    pub(crate) len: usize,
     pub(crate) min: u32,
 }
 
@@ -104,7 +103,6 @@ fn long_rows<R: Runtime>(gpu: &Gpu<R>, ptr: &GpuBuf<R, u32>) -> Result<LongRows<
         .map(|(r, _)| r as u32)
         .collect();
     Ok(LongRows {
-        len: list.len(),
         list: crate::buf::upload(gpu, &list)?,
         min,
     })
@@ -293,7 +291,7 @@ pub(crate) fn product<R: Runtime>(
     let grouped =
         channels <= SPMM_GROUPED_MAX && gpu.grouped_spmm.load(std::sync::atomic::Ordering::Relaxed);
     // Rows longer than the list's threshold are left to a block each.
-    let split = grouped && long.len > 0;
+    let split = grouped && !long.list.is_empty();
     a.push(grouped as i32)
         .push(if split { long.min } else { u32::MAX });
     let threads = if grouped {
@@ -311,13 +309,13 @@ pub(crate) fn product<R: Runtime>(
     }
     let mut a = operands();
     a.push(long.list.ptr())
-        .push(long.len as u32)
+        .push(long.list.len() as u32)
         .push(channels as u32)
         .push(accumulate as i32);
-    let blocks = long.len.min(65_535) as u32;
+    let blocks = long.list.len().min(65_535) as u32;
     // SAFETY: matches `ls_spmm_<idx>_<w>_long(const u32* ptr, const I* idx, const W* w,
     // const float* x, float* out, const u32* long_rows, u32 n_long, u32 channels, int
-    // accumulate)`; `long.list` holds `long.len` row indices below `ptr.len() - 1`.
+    // accumulate)`; `long.list` holds `long.list.len()` row indices below `ptr.len() - 1`.
     unsafe {
         gpu.launch(
             Kernel::Operator,
