@@ -28,6 +28,10 @@ fn allowed(n: usize) -> usize {
     2 + n / 500
 }
 
+/// Largest relative depth difference that counts as a tie between the GPU's f32
+/// depths and the CPU's f32-rounded f64 ones (a few ulps).
+const TIE: f32 = 4.0 * f32::EPSILON;
+
 /// The same where tiles hold thousands of splats: the GPU sorts by f32 depths, the CPU
 /// by f32-rounded f64 depths, so two splats less than an ulp apart in depth may swap and
 /// change a few nearby pixels entirely (seed 1795574272565651878: 6 pixels of 1 244;
@@ -111,9 +115,12 @@ fn projection_and_bins_match<R: Runtime>(gpu: &GpuBackend<R>) {
 /// a splat that the GPU's tile sort put elsewhere than the CPU's. The GPU sorts by f32
 /// depths, the CPU by f32-rounded f64 depths, so two splats less than an ulp apart may
 /// swap, and every pixel both cover then composites them in the other order (seed
-/// 1795784271462833914: 8 sorted entries, 102 of 12 779 pixels). A tile whose list
-/// holds a splat the other's does not is excused whole. Asserts that such differences
-/// are rare and excuse few pixels.
+/// 1795784271462833914: 8 sorted entries, 102 of 12 779 pixels). Every such swap is
+/// checked to be a tie (CPU depths within [`TIE`]), and then excuses the pixels it
+/// touches however many they are: one pair of large splats can cover several tiles
+/// (seed 1795832842534400709: a pair 7.2e-8 apart, 290 of 12 861 pixels). A tile whose
+/// list holds a splat the other's does not is excused whole. Asserts that differing
+/// entries are rare and that the footprint disagreements excuse few pixels.
 fn swapped_pixels<R: Runtime>(
     gpu: &GpuBackend<R>,
     cpu: &CpuBackend,
@@ -132,7 +139,10 @@ fn swapped_pixels<R: Runtime>(
         .build_operator(pc, bc, sc, n, WeightPrecision::F32)
         .unwrap();
     let mut rows = vec![false; op.rows()];
+    // Pixels excused by a footprint disagreement (not by a depth tie).
+    let mut edge = vec![false; op.rows()];
     let mut moved_total = 0;
+    let depth = |g: u32| pc.splats[g as usize].depth;
     let list = |o: &[u32], s: &[u32], t: usize| s[o[t] as usize..o[t + 1] as usize].to_vec();
     for t in 0..off.len() - 1 {
         let (cl, gl) = (
@@ -151,8 +161,20 @@ fn swapped_pixels<R: Runtime>(
         let only_g = gl.iter().filter(|g| !cl.contains(g)).count();
         if only_g > 0 {
             moved_total += only_c.len() + only_g;
-            rows[pixels].fill(true);
+            rows[pixels.clone()].fill(true);
+            edge[pixels].fill(true);
             continue;
+        }
+        // The GPU's order is the CPU's up to ties: no splat lies in front of one
+        // before it by more than TIE of its depth.
+        let mut deepest = f32::MIN;
+        for &g in &gl {
+            assert!(
+                depth(g) >= deepest - TIE * deepest.abs(),
+                "tile {t}: the GPU sorts splat {g} (depth {}) after one at depth {deepest}",
+                depth(g)
+            );
+            deepest = deepest.max(depth(g));
         }
         let common: Vec<u32> = cl.iter().filter(|g| !only_c.contains(g)).copied().collect();
         let mut moved: Vec<u32> = common
@@ -164,13 +186,17 @@ fn swapped_pixels<R: Runtime>(
         moved.extend(&only_c);
         moved_total += moved.len();
         for r in pixels {
-            rows[r] = op.row(r).iter().any(|&(g, _)| moved.contains(&g));
+            let row = op.row(r);
+            rows[r] = row.iter().any(|&(g, _)| moved.contains(&g));
+            edge[r] = row.iter().any(|&(g, _)| only_c.contains(&g));
         }
     }
     let excused = rows.iter().filter(|&&b| b).count();
+    let at_edges = edge.iter().filter(|&&b| b).count();
     assert!(
-        moved_total <= allowed(sorted.len()) && excused <= 2 + rows.len() / 50,
-        "{moved_total} sorted entries differ, {excused} of {} pixels excused",
+        moved_total <= allowed(sorted.len()) && at_edges <= 2 + rows.len() / 50,
+        "{moved_total} sorted entries differ; {excused} of {} pixels excused, \
+         {at_edges} of them by footprint edges",
         rows.len()
     );
     rows.iter()
