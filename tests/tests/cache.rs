@@ -352,12 +352,20 @@ fn cache_modes_agree_on_random_scenes() {
                 "train.loss=l1_cosine",
             ],
         ),
+        // Not from zeros either: a cosine loss of near-zero renders is ill-conditioned,
+        // so the modes' rounding differences flipped early Adam steps and the losses
+        // drifted apart by up to 3.2e-4 before they met again
+        // (`LSPLAT_SEED=1795858982532025978`; 7.4e-8 from init_std 0.1).
         (
             400,
             4,
             (40, 36),
             16,
-            &["train.normalize=false", "train.loss=cosine"],
+            &[
+                "train.init_std=0.1",
+                "train.normalize=false",
+                "train.loss=cosine",
+            ],
         ),
     ];
     for (k, (n, cams, size, dim, extra)) in cases.into_iter().enumerate() {
@@ -527,6 +535,26 @@ fn with_hidden(g: Gaussians, cam: &Camera, hidden: usize) -> Gaussians {
     out
 }
 
+/// `g` with `count` Gaussians added side by side in front of `cam`, 2 units away,
+/// whose footprints cover the image's last rows: a random scene may leave them empty
+/// (seed 1795898897197639895 left rows past 65 536 of a 300×230 image without entries).
+fn with_bottom_strip(mut g: Gaussians, cam: &Camera, count: usize) -> Gaussians {
+    let world_from_camera = cam.camera_from_world().inverse();
+    let z = 2.0;
+    let v = cam.height as f32 - 6.0;
+    for i in 0..count {
+        let u = (i as f32 + 0.5) * cam.width as f32 / count as f32;
+        let p = Vec3::new((u - cam.cx) * z / cam.fx, (v - cam.cy) * z / cam.fy, z);
+        g.means
+            .push(world_from_camera.transform_point3(p).to_array());
+        // σ of about 6 pixels.
+        g.log_scales.push([(6.0 * z / cam.fx).ln(); 3]);
+        g.rotations.push([1.0, 0.0, 0.0, 0.0]);
+        g.opacity_logits.push(2.0);
+    }
+    g
+}
+
 #[test]
 fn spmm_and_its_transpose_match_float64() {
     let seed = fresh_seed("spmm_and_its_transpose_match_float64");
@@ -536,6 +564,11 @@ fn spmm_and_its_transpose_match_float64() {
         let c = case.channels;
         let (w, h) = case.size;
         let (g, cam, _) = random_scene(seed.wrapping_add(k as u64), case.visible, c, case.size);
+        let g = if case.many_rows {
+            with_bottom_strip(g, &cam, 40)
+        } else {
+            g
+        };
         let g = with_hidden(g, &cam, case.hidden);
         let n = g.len();
         let grid = TileGrid::new(16, w, h);
