@@ -32,10 +32,12 @@ fn allowed(n: usize) -> usize {
 /// depths and the CPU's f32-rounded f64 ones (a few ulps).
 const TIE: f32 = 4.0 * f32::EPSILON;
 
-/// The same where tiles hold thousands of splats: the GPU sorts by f32 depths, the CPU
-/// by f32-rounded f64 depths, so two splats less than an ulp apart in depth may swap and
-/// change a few nearby pixels entirely (seed 1795574272565651878: 6 pixels of 1 244;
-/// seed 1795823752002606924: 47 of 3 729). A batching or indexing bug changes most
+/// Allowed mismatching gradient elements where tiles hold thousands of splats: the GPU
+/// sorts by f32 depths, the CPU by f32-rounded f64 depths, so two splats less than an
+/// ulp apart in depth may swap and change a few nearby pixels entirely (seed
+/// 1795574272565651878: 6 pixels of 1 244; seed 1795823752002606924: 47 of 3 729), and
+/// with them the gradients of every splat those pixels cover. (Rendered pixels are
+/// excused one by one, by `swapped_pixels`.) A batching or indexing bug changes most
 /// pixels of every long list.
 fn allowed_ties(n: usize) -> usize {
     2 + n / 50
@@ -423,15 +425,16 @@ fn wide_indices_match<R: Runtime>(gpu: &GpuBackend<R>) {
     // Each pixel sums dozens of splats whose f32 weights differ from the CPU's
     // f64-derived ones in the last bits, so a few rows drift by ~3e-4 relative (seed
     // 1795572630621676136 has 12); a wrong batch or a lost splat is off by far more.
-    // Depth ties are allowed for as `allowed_ties` says.
+    // Pixels behind a depth tie are excused (`swapped_pixels`).
     let (atol, rtol) = (1e-4, 1e-3);
+    let excused = swapped_pixels(gpu, &cpu, (&pc, &bc, &sc), (&bg, &off), n, c);
     compare(
         "rasterize (long lists)",
-        &raster,
+        &excuse(&raster, &oc, &excused),
         &oc,
         atol,
         rtol,
-        allowed_ties(oc.len()),
+        allowed(oc.len()),
     );
     let d = values(&mut rng, px.len() * c);
     let mut dc = vec![0.0; n * c];
@@ -462,11 +465,11 @@ fn wide_indices_match<R: Runtime>(gpu: &GpuBackend<R>) {
     gpu.spmm(&wg, &xg, c, &mut yg).unwrap();
     compare(
         "spmm (u32 columns)",
-        &gpu.download(&yg).unwrap(),
+        &excuse(&gpu.download(&yg).unwrap(), &yc, &excused),
         &yc,
         atol,
         rtol,
-        allowed_ties(yc.len()),
+        allowed(yc.len()),
     );
     // The same splats and weights, summed in another order: rasterize adds a pixel's
     // splats front to back, the operator's 3-channel rows are summed by 32 lanes.
