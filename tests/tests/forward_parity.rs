@@ -49,7 +49,7 @@ fn forward_matches_the_float64_reference() {
     for (k, case) in CASES.iter().enumerate() {
         let c = case.channels;
         let all: Vec<u32> = (0..w * h).collect();
-        let (g, cam, feats, _) = checkable_scene(
+        let (g, cam, feats) = checkable_scene(
             seed.wrapping_add(k as u64),
             case.gaussians,
             c,
@@ -127,7 +127,7 @@ fn operator_rows_are_the_reference_weights() {
         let grid = TileGrid::new(tile, w, h);
         // A sparse pixel set, as the valid pixels of a camera are.
         let (pixels, offsets) = grid.select_pixels(|p| p.wrapping_mul(7919) % 10 < 3);
-        let (g, cam, _, _) = checkable_scene(
+        let (g, cam, _) = checkable_scene(
             seed.wrapping_add(k as u64),
             400,
             3,
