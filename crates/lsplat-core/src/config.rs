@@ -33,6 +33,8 @@ pub struct Config {
     pub eval: EvalConfig,
     /// Data-parallel training across ranks (started by `mpirun` or `srun`).
     pub dist: DistConfig,
+    /// `lsplat-engine preprocess`: SAM masks, mask NMS, CLIP crops.
+    pub preprocess: crate::preprocess::PreprocessConfig,
 }
 
 /// Data-parallel training: ranks come from the MPI launcher; each rank takes its
@@ -613,6 +615,7 @@ impl Config {
         if self.train.iterations == 0 {
             return bad("train.iterations", "must be at least 1".into());
         }
+        self.preprocess.validate()?;
         if self.log.checkpoint_keep == 0 {
             return bad("log.checkpoint_keep", "must be at least 1".into());
         }

@@ -11,6 +11,7 @@ pub mod constants;
 pub mod error;
 pub mod gaussians;
 pub mod memory;
+pub mod preprocess;
 pub mod rng;
 pub mod tiles;
 

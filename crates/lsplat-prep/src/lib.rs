@@ -1,0 +1,49 @@
+//! From images to LangSplat language features, natively: SAM's automatic mask
+//! generator with LangSplat's settings and its split of SAM's three outputs into the
+//! levels s, m, l (and all three pooled as "default"), SAM's small-region clean-up,
+//! LangSplat's mask NMS (fast: bit masks, bounded resolution), CLIP crops and
+//! features, segmentation maps, and LangSplat's `language_features` files.
+//!
+//! Every step is a plain function; the neural networks enter through the traits of
+//! [`model`], so the whole pipeline is testable with fakes. The arithmetic follows the
+//! reference tools where it decides results (see the modules of [`resize`]).
+
+pub mod amg;
+pub mod bitmask;
+pub mod boxes;
+pub mod ccl;
+pub mod cleanup;
+pub mod crops;
+mod error;
+pub mod grid;
+pub mod levels;
+pub mod mask_nms;
+pub mod model;
+pub mod par;
+pub mod resize;
+
+pub use error::PrepError;
+
+/// Seconds spent per step (summed over calls).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Timings {
+    /// SAM image encoder.
+    pub encoder: f64,
+    /// SAM prompt decoder.
+    pub decoder: f64,
+    /// Mask logits to masks: upsampling, thresholds, stability, boxes.
+    pub masks: f64,
+    /// Box NMS (per crop, between crops) and LangSplat's mask NMS.
+    pub nms: f64,
+    /// Small-region clean-up and its box NMS.
+    pub cleanup: f64,
+    /// CLIP crops and features.
+    pub clip: f64,
+}
+
+impl Timings {
+    /// Total seconds.
+    pub fn total(&self) -> f64 {
+        self.encoder + self.decoder + self.masks + self.nms + self.cleanup + self.clip
+    }
+}
