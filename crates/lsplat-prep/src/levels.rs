@@ -33,6 +33,16 @@ pub fn finish_lists(
     cfg: &PreprocessConfig,
     timings: &mut Timings,
 ) -> [Vec<LevelMask>; 4] {
+    let lists = clean_lists(generated, cfg, timings);
+    nms_lists(generated, lists, cfg, timings)
+}
+
+/// SAM's small-region clean-up of each list (nothing when `min_mask_region_area` is 0).
+pub fn clean_lists(
+    generated: &Generated,
+    cfg: &PreprocessConfig,
+    timings: &mut Timings,
+) -> [Vec<LevelMask>; 4] {
     let t = Instant::now();
     let threads = par::workers(cfg.threads);
     // Clean every record some list holds once (lists share records).
@@ -76,6 +86,17 @@ pub fn finish_lists(
         })
         .collect();
     timings.cleanup += t.elapsed().as_secs_f64();
+    let mut it = lists.into_iter();
+    std::array::from_fn(|_| it.next().unwrap_or_default())
+}
+
+/// LangSplat's `masks_update`: [`mask_nms`] on each list, list order kept.
+pub fn nms_lists(
+    generated: &Generated,
+    lists: [Vec<LevelMask>; 4],
+    cfg: &PreprocessConfig,
+    timings: &mut Timings,
+) -> [Vec<LevelMask>; 4] {
     let t = Instant::now();
     let p = MaskNmsParams {
         iou_thr: cfg.mask_nms_iou,

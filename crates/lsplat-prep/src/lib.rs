@@ -16,6 +16,7 @@ pub mod cleanup;
 pub mod crops;
 mod error;
 pub mod grid;
+pub mod image;
 pub mod levels;
 pub mod mask_nms;
 pub mod model;

@@ -1,0 +1,214 @@
+//! The engine's mask generator, clean-up, mask NMS, crops and segmentation maps
+//! against the independent NumPy/OpenCV/Pillow reference (`reference/amg_reference.py`),
+//! both driven by the same decoder outputs: the reference records every decoder call
+//! and encoder input, the engine replays them (and checks its own encoder inputs and
+//! prompt points against the recorded ones, bit for bit). Real images from
+//! `shared/data` (fern, snowmiku).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use lsplat_core::preprocess::PreprocessConfig;
+use lsplat_data::npy::read_npy;
+use lsplat_prep::bitmask::BitMask;
+use lsplat_prep::crops::clip_crop;
+use lsplat_prep::levels::{LevelMask, arrays, clean_lists, nms_lists};
+use lsplat_prep::model::{ClipEncoder, Decoded, Embedding, ImageEncoder, MaskDecoder};
+use lsplat_prep::resize::Image8;
+use lsplat_prep::{PrepError, Timings, amg, image};
+
+const LEVELS: [&str; 4] = ["default", "s", "m", "l"];
+
+fn python() -> Option<String> {
+    let py = std::env::var("LSPLAT_PYTHON").ok();
+    if py.is_none() {
+        assert!(
+            std::env::var("LSPLAT_REQUIRE_PYTHON").as_deref() != Ok("1"),
+            "LSPLAT_REQUIRE_PYTHON=1 but LSPLAT_PYTHON is not set"
+        );
+        eprintln!("SKIPPED the reference comparison: set LSPLAT_PYTHON to a python with numpy, opencv-python-headless and pillow");
+    }
+    py
+}
+
+/// Replays the reference's recorded encoder inputs and decoder calls.
+struct Replay {
+    dir: PathBuf,
+    enc: usize,
+    dec: usize,
+}
+
+fn npy(dir: &Path, name: &str) -> (Vec<usize>, Vec<f32>) {
+    let a = read_npy(&dir.join(name)).unwrap_or_else(|e| panic!("{e}"));
+    (a.shape, a.data)
+}
+
+impl ImageEncoder for Replay {
+    fn input_size(&self) -> usize {
+        1024
+    }
+    fn encode(&mut self, image: &[f32]) -> Result<Embedding, PrepError> {
+        let (_, want) = npy(&self.dir, &format!("enc_{}.npy", self.enc));
+        let diff = image.iter().zip(&want).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert_eq!(image.len(), want.len());
+        assert_eq!(diff, 0, "encoder input {} differs in {diff} values", self.enc);
+        self.enc += 1;
+        Ok(Embedding {
+            shape: vec![1],
+            data: vec![self.enc as f32],
+        })
+    }
+}
+
+impl MaskDecoder for Replay {
+    fn decode(&mut self, _: &Embedding, points: &[[f32; 2]]) -> Result<Decoded, PrepError> {
+        let c = self.dec;
+        let (_, want) = npy(&self.dir, &format!("dec_{c}_points.npy"));
+        let got: Vec<f32> = points.iter().flatten().copied().collect();
+        assert_eq!(got.len(), want.len(), "call {c}: number of prompts");
+        for (a, b) in got.iter().zip(&want) {
+            assert_eq!(a.to_bits(), b.to_bits(), "call {c}: prompt {a} vs {b}");
+        }
+        let (shape, masks) = npy(&self.dir, &format!("dec_{c}_masks.npy"));
+        let (_, iou) = npy(&self.dir, &format!("dec_{c}_iou.npy"));
+        self.dec += 1;
+        Ok(Decoded {
+            masks,
+            side: shape[3],
+            iou,
+        })
+    }
+}
+
+/// A stand-in CLIP: the mean colour of the crop and two moments.
+struct FakeClip;
+
+impl ClipEncoder for FakeClip {
+    fn dim(&self) -> usize {
+        4
+    }
+    fn encode(&mut self, crops: &[Image8]) -> Result<Vec<f32>, PrepError> {
+        Ok(crops
+            .iter()
+            .flat_map(|c| {
+                let mut s = [1.0f32; 4];
+                for (i, &v) in c.data.iter().enumerate() {
+                    s[i % 3] += v as f32;
+                }
+                s
+            })
+            .collect())
+    }
+}
+
+/// Masks saved by the reference as packed bits `[N, H, ceil(W/8)]`.
+fn masks(dir: &Path, name: &str, w: u32, h: u32) -> Vec<Vec<u8>> {
+    let (shape, bits) = npy(dir, name);
+    let (n, wb) = (shape[0], shape[2]);
+    (0..n)
+        .map(|i| {
+            (0..h as usize)
+                .flat_map(|y| (0..w as usize).map(move |x| (x, y)))
+                .map(|(x, y)| {
+                    let byte = bits[(i * h as usize + y) * wb + x / 8] as u8;
+                    (byte >> (7 - x % 8)) & 1
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn same_masks(stage: &str, level: &str, got: &[&BitMask], want: &[Vec<u8>]) {
+    assert_eq!(got.len(), want.len(), "{stage} {level}: number of masks");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let g = g.to_bytes();
+        let diff = g.iter().zip(w).filter(|(a, b)| a != b).count();
+        assert_eq!(diff, 0, "{stage} {level}: mask {i} differs in {diff} pixels");
+    }
+}
+
+fn compare(image_path: &Path, points: u32, nms_max_dim: u32) {
+    let Some(py) = python() else { return };
+    let out = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/amg_reference.py");
+    let st = Command::new(&py)
+        .arg(&script)
+        .args(["--image".as_ref(), image_path.as_os_str()])
+        .args(["--out".as_ref(), out.path().as_os_str()])
+        .args(["--points", &points.to_string(), "--nms-max-dim", &nms_max_dim.to_string()])
+        .status()
+        .expect("run the reference");
+    assert!(st.success(), "reference failed on {}", image_path.display());
+    let dir = out.path();
+    let img = image::read_rgb(image_path).unwrap();
+    let (w, h) = (img.width as u32, img.height as u32);
+    let cfg = PreprocessConfig {
+        points_per_side: points,
+        nms_max_dim,
+        threads: 2,
+        ..PreprocessConfig::default()
+    };
+    let mut replay = Replay {
+        dir: dir.to_path_buf(),
+        enc: 0,
+        dec: 0,
+    };
+    let mut t = Timings::default();
+    let mut dec = Replay {
+        dir: dir.to_path_buf(),
+        enc: 0,
+        dec: 0,
+    };
+    let generated = amg::generate(&img, &cfg, &mut replay, &mut dec, &mut t).unwrap();
+    assert_eq!(replay.enc, 5, "one encoder call per crop");
+    for (l, name) in LEVELS.iter().enumerate() {
+        let got: Vec<&BitMask> = generated.lists[l].iter().map(|&r| &generated.records[r].mask).collect();
+        same_masks("generator", name, &got, &masks(dir, &format!("amg_{name}.npy"), w, h));
+        let (_, scores) = npy(dir, &format!("amg_{name}_scores.npy"));
+        for (k, &r) in generated.lists[l].iter().enumerate() {
+            let rec = &generated.records[r];
+            assert_eq!(rec.iou as f64, scores[2 * k] as f64, "{name} {k}: iou");
+            assert_eq!(rec.stability, scores[2 * k + 1], "{name} {k}: stability");
+        }
+    }
+    let cleaned = clean_lists(&generated, &cfg, &mut t);
+    for (l, name) in LEVELS.iter().enumerate() {
+        let got: Vec<&BitMask> = cleaned[l].iter().map(|m| &m.mask).collect();
+        same_masks("clean-up", name, &got, &masks(dir, &format!("clean_{name}.npy"), w, h));
+    }
+    let finals: [Vec<LevelMask>; 4] = nms_lists(&generated, cleaned, &cfg, &mut t);
+    let mut n_final = 0;
+    for (l, name) in LEVELS.iter().enumerate() {
+        let got: Vec<&BitMask> = finals[l].iter().map(|m| &m.mask).collect();
+        same_masks("mask NMS", name, &got, &masks(dir, &format!("final_{name}.npy"), w, h));
+        let (_, crops) = npy(dir, &format!("crops_{name}.npy"));
+        for (i, m) in finals[l].iter().enumerate() {
+            let c = clip_crop(&img, &m.mask);
+            let want = &crops[i * 224 * 224 * 3..(i + 1) * 224 * 224 * 3];
+            let diff = c.data.iter().zip(want).filter(|(a, b)| **a as f32 != **b).count();
+            assert_eq!(diff, 0, "crop {i} of {name} differs in {diff} values");
+        }
+        n_final += finals[l].len();
+    }
+    let a = arrays(&img, &finals, &mut FakeClip, &cfg, &mut t).unwrap();
+    let (_, seg) = npy(dir, "seg.npy");
+    assert_eq!(a.seg, seg, "segmentation maps");
+    assert_eq!(a.features.len(), n_final * 4);
+    eprintln!(
+        "{}: {:?} generator masks, {n_final} final, identical to the reference",
+        image_path.display(),
+        generated.lists.iter().map(|l| l.len()).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn fern_matches_the_reference() {
+    let Some(f) = lsplat_data::testdata::test_file("fern_llff/images_8/image000.png") else { return };
+    compare(&f, 6, 1024);
+}
+
+#[test]
+fn snowmiku_matches_the_reference_with_downsampled_nms() {
+    let Some(f) = lsplat_data::testdata::test_file("snowmiku/images_8/20240212_003919.png") else { return };
+    compare(&f, 5, 200);
+}
