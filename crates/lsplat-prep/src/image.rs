@@ -41,7 +41,10 @@ pub fn read_rgb(path: &Path) -> Result<Image8, PrepError> {
     let bytes = std::fs::read(path).map_err(|e| PrepError::io(path, e))?;
     let (w, h) = header_size(&bytes, path)?;
     if w == 0 || h == 0 {
-        return Err(PrepError::image(path, format!("image size {w}x{h} is empty")));
+        return Err(PrepError::image(
+            path,
+            format!("image size {w}x{h} is empty"),
+        ));
     }
     lsplat_core::memory::check_fits(
         &format!("preprocessing {} ({w}x{h})", path.display()),
@@ -101,7 +104,8 @@ fn decode_jpeg(bytes: &[u8], path: &Path) -> Result<Image8, PrepError> {
         .set_max_width(1 << 16)
         .set_max_height(1 << 16)
         .set_strict_mode(true);
-    let mut d = zune_jpeg::JpegDecoder::new_with_options(zune_core::bytestream::ZCursor::new(bytes), opts);
+    let mut d =
+        zune_jpeg::JpegDecoder::new_with_options(zune_core::bytestream::ZCursor::new(bytes), opts);
     let data = d
         .decode()
         .map_err(|e| PrepError::image(path, format!("truncated or corrupt JPEG: {e:?}")))?;
@@ -144,7 +148,12 @@ impl Resolution {
 
     /// The size an image of `w × h` is processed at.
     pub fn size(self, w: u32, h: u32) -> (u32, u32) {
-        let by_scale = |s: f64| (((w as f64 / s) as u32).max(1), ((h as f64 / s) as u32).max(1));
+        let by_scale = |s: f64| {
+            (
+                ((w as f64 / s) as u32).max(1),
+                ((h as f64 / s) as u32).max(1),
+            )
+        };
         match self {
             Resolution::Auto if h > 1080 => by_scale(h as f64 / 1080.0),
             Resolution::Auto => (w, h),

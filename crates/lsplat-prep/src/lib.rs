@@ -15,6 +15,7 @@ pub mod ccl;
 pub mod cleanup;
 pub mod crops;
 mod error;
+pub mod fake;
 pub mod grid;
 pub mod image;
 pub mod levels;
@@ -22,6 +23,7 @@ pub mod mask_nms;
 pub mod model;
 pub mod par;
 pub mod resize;
+pub mod run;
 
 pub use error::PrepError;
 

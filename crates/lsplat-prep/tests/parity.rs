@@ -26,7 +26,9 @@ fn python() -> Option<String> {
             std::env::var("LSPLAT_REQUIRE_PYTHON").as_deref() != Ok("1"),
             "LSPLAT_REQUIRE_PYTHON=1 but LSPLAT_PYTHON is not set"
         );
-        eprintln!("SKIPPED the reference comparison: set LSPLAT_PYTHON to a python with numpy, opencv-python-headless and pillow");
+        eprintln!(
+            "SKIPPED the reference comparison: set LSPLAT_PYTHON to a python with numpy, opencv-python-headless and pillow"
+        );
     }
     py
 }
@@ -49,9 +51,17 @@ impl ImageEncoder for Replay {
     }
     fn encode(&mut self, image: &[f32]) -> Result<Embedding, PrepError> {
         let (_, want) = npy(&self.dir, &format!("enc_{}.npy", self.enc));
-        let diff = image.iter().zip(&want).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        let diff = image
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
         assert_eq!(image.len(), want.len());
-        assert_eq!(diff, 0, "encoder input {} differs in {diff} values", self.enc);
+        assert_eq!(
+            diff, 0,
+            "encoder input {} differs in {diff} values",
+            self.enc
+        );
         self.enc += 1;
         Ok(Embedding {
             shape: vec![1],
@@ -123,7 +133,10 @@ fn same_masks(stage: &str, level: &str, got: &[&BitMask], want: &[Vec<u8>]) {
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         let g = g.to_bytes();
         let diff = g.iter().zip(w).filter(|(a, b)| a != b).count();
-        assert_eq!(diff, 0, "{stage} {level}: mask {i} differs in {diff} pixels");
+        assert_eq!(
+            diff, 0,
+            "{stage} {level}: mask {i} differs in {diff} pixels"
+        );
     }
 }
 
@@ -135,7 +148,12 @@ fn compare(image_path: &Path, points: u32, nms_max_dim: u32) {
         .arg(&script)
         .args(["--image".as_ref(), image_path.as_os_str()])
         .args(["--out".as_ref(), out.path().as_os_str()])
-        .args(["--points", &points.to_string(), "--nms-max-dim", &nms_max_dim.to_string()])
+        .args([
+            "--points",
+            &points.to_string(),
+            "--nms-max-dim",
+            &nms_max_dim.to_string(),
+        ])
         .status()
         .expect("run the reference");
     assert!(st.success(), "reference failed on {}", image_path.display());
@@ -162,8 +180,16 @@ fn compare(image_path: &Path, points: u32, nms_max_dim: u32) {
     let generated = amg::generate(&img, &cfg, &mut replay, &mut dec, &mut t).unwrap();
     assert_eq!(replay.enc, 5, "one encoder call per crop");
     for (l, name) in LEVELS.iter().enumerate() {
-        let got: Vec<&BitMask> = generated.lists[l].iter().map(|&r| &generated.records[r].mask).collect();
-        same_masks("generator", name, &got, &masks(dir, &format!("amg_{name}.npy"), w, h));
+        let got: Vec<&BitMask> = generated.lists[l]
+            .iter()
+            .map(|&r| &generated.records[r].mask)
+            .collect();
+        same_masks(
+            "generator",
+            name,
+            &got,
+            &masks(dir, &format!("amg_{name}.npy"), w, h),
+        );
         let (_, scores) = npy(dir, &format!("amg_{name}_scores.npy"));
         for (k, &r) in generated.lists[l].iter().enumerate() {
             let rec = &generated.records[r];
@@ -174,18 +200,33 @@ fn compare(image_path: &Path, points: u32, nms_max_dim: u32) {
     let cleaned = clean_lists(&generated, &cfg, &mut t);
     for (l, name) in LEVELS.iter().enumerate() {
         let got: Vec<&BitMask> = cleaned[l].iter().map(|m| &m.mask).collect();
-        same_masks("clean-up", name, &got, &masks(dir, &format!("clean_{name}.npy"), w, h));
+        same_masks(
+            "clean-up",
+            name,
+            &got,
+            &masks(dir, &format!("clean_{name}.npy"), w, h),
+        );
     }
     let finals: [Vec<LevelMask>; 4] = nms_lists(&generated, cleaned, &cfg, &mut t);
     let mut n_final = 0;
     for (l, name) in LEVELS.iter().enumerate() {
         let got: Vec<&BitMask> = finals[l].iter().map(|m| &m.mask).collect();
-        same_masks("mask NMS", name, &got, &masks(dir, &format!("final_{name}.npy"), w, h));
+        same_masks(
+            "mask NMS",
+            name,
+            &got,
+            &masks(dir, &format!("final_{name}.npy"), w, h),
+        );
         let (_, crops) = npy(dir, &format!("crops_{name}.npy"));
         for (i, m) in finals[l].iter().enumerate() {
             let c = clip_crop(&img, &m.mask);
             let want = &crops[i * 224 * 224 * 3..(i + 1) * 224 * 224 * 3];
-            let diff = c.data.iter().zip(want).filter(|(a, b)| **a as f32 != **b).count();
+            let diff = c
+                .data
+                .iter()
+                .zip(want)
+                .filter(|(a, b)| **a as f32 != **b)
+                .count();
             assert_eq!(diff, 0, "crop {i} of {name} differs in {diff} values");
         }
         n_final += finals[l].len();
@@ -203,12 +244,16 @@ fn compare(image_path: &Path, points: u32, nms_max_dim: u32) {
 
 #[test]
 fn fern_matches_the_reference() {
-    let Some(f) = lsplat_data::testdata::test_file("fern_llff/images_8/image000.png") else { return };
+    let Some(f) = lsplat_data::testdata::test_file("fern_llff/images_8/image000.png") else {
+        return;
+    };
     compare(&f, 6, 1024);
 }
 
 #[test]
 fn snowmiku_matches_the_reference_with_downsampled_nms() {
-    let Some(f) = lsplat_data::testdata::test_file("snowmiku/images_8/20240212_003919.png") else { return };
+    let Some(f) = lsplat_data::testdata::test_file("snowmiku/images_8/20240212_003919.png") else {
+        return;
+    };
     compare(&f, 5, 200);
 }
