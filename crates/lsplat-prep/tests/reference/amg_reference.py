@@ -9,7 +9,7 @@ by onnxruntime), whose every call is recorded so the engine can be driven by the
 outputs; the encoder's inputs are recorded and checked by the engine.
 
 Usage: amg_reference.py --image PNG --out DIR [--points 6] [--layers 1]
-       [--nms-max-dim 1024] [--min-area 100] [--decoder decoder.onnx]
+       [--nms-max-dim 1024] [--min-area 100] [--sam SAM_DIR]
 """
 import argparse
 import math
@@ -197,13 +197,15 @@ def remove_small_regions(mask, area_thresh, mode):
 
 # ---------------------------------------------------------------- the generator
 class Recorder:
-    def __init__(self, out, decoder):
-        self.out, self.decoder, self.n_dec, self.n_enc = out, decoder, 0, 0
+    def __init__(self, out, decoder, encoder=None):
+        self.out, self.decoder, self.encoder, self.n_dec, self.n_enc = out, decoder, encoder, 0, 0
 
     def encode(self, x):
         np.save(os.path.join(self.out, f"enc_{self.n_enc}.npy"), x)
         self.n_enc += 1
-        return x
+        if self.encoder is None:
+            return x[None]
+        return self.encoder.run(None, {"image": x[None]})[0]
 
     def decode(self, points):
         masks, iou = self.decoder(points)
@@ -230,7 +232,7 @@ def generate(image, rec, a):
         x[:, :nh, :nw] = ((resized.astype(np.float32) - MEAN) / STD).transpose(2, 0, 1)
         emb = rec.encode(x)
         if hasattr(rec.decoder, "embedding"):
-            rec.decoder.embedding = emb[None]
+            rec.decoder.embedding = emb
         pts = grids[layer] * np.array([cw, ch])[None, ::1]
         crop_lists = [[], [], [], []]
         for s in range(0, len(pts), a.batch):
@@ -375,15 +377,19 @@ def main():
     ap.add_argument("--crop-nms", type=float, default=0.7)
     ap.add_argument("--min-area", type=int, default=100)
     ap.add_argument("--nms-max-dim", type=int, default=1024)
-    ap.add_argument("--decoder", default=None)
+    ap.add_argument("--sam", default=None, help="a SAM model folder (encoder.onnx, decoder.onnx)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     bgr = cv2.imread(a.image)
     if bgr is None:
         raise SystemExit(f"cannot read {a.image}")
     image = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-    dec = OnnxDecoder(a.decoder, None) if a.decoder else synthetic_decoder
-    rec = Recorder(a.out, dec)
+    if a.sam:
+        import onnxruntime as ort
+        enc = ort.InferenceSession(os.path.join(a.sam, "encoder.onnx"), providers=["CPUExecutionProvider"])
+        rec = Recorder(a.out, OnnxDecoder(os.path.join(a.sam, "decoder.onnx"), None), enc)
+    else:
+        rec = Recorder(a.out, synthetic_decoder)
     lists = generate(image, rec, a)
     H, W = image.shape[:2]
     seg = np.full((4, H, W), -1, np.float32)
