@@ -70,9 +70,8 @@ pub fn clean_mask(mask: &BitMask, min_area: u64) -> Cleaned {
             parts.push(((cw - 1, 0), ch as u64, (fw - 1 - x1) as u64 * fh64));
         }
     } else if !(full_w && full_h) {
-        let at = if pad[0] {
-            (0, 0)
-        } else if pad[1] {
+        // (0, 0) is a pad pixel with a left or top pad, else the opposite corner is.
+        let at = if pad[0] || pad[1] {
             (0, 0)
         } else {
             (cw - 1, ch - 1)
