@@ -101,8 +101,15 @@ impl Tokenizer {
             )));
         }
         let byte_char = bytes_to_unicode();
-        let mut vocab: Vec<String> = byte_char.iter().map(|c| c.to_string()).collect();
-        vocab.extend(byte_char.iter().map(|c| format!("{c}</w>")));
+        // open_clip's vocabulary starts with the byte characters in the order of its
+        // byte list: the printable bytes, then the others (each with and without `</w>`).
+        let printable = |b: usize| byte_char[b] as usize == b;
+        let order: Vec<usize> = (0..256)
+            .filter(|&b| printable(b))
+            .chain((0..256).filter(|&b| !printable(b)))
+            .collect();
+        let mut vocab: Vec<String> = order.iter().map(|&b| byte_char[b].to_string()).collect();
+        vocab.extend(order.iter().map(|&b| format!("{}</w>", byte_char[b])));
         let mut encoder: HashMap<String, u32> = HashMap::with_capacity(VOCAB_SIZE);
         for (i, t) in vocab.iter().enumerate() {
             encoder.insert(t.clone(), i as u32);
