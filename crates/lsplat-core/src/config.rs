@@ -33,8 +33,52 @@ pub struct Config {
     pub eval: EvalConfig,
     /// Data-parallel training across ranks (started by `mpirun` or `srun`).
     pub dist: DistConfig,
+    /// ONNX Runtime, which runs the neural models (CLIP's encoders).
+    pub onnx: OnnxConfig,
+    /// Neural models the commands use (CLIP for text queries).
+    pub models: ModelsConfig,
     /// `lsplat-engine preprocess`: SAM masks, mask NMS, CLIP crops.
     pub preprocess: crate::preprocess::PreprocessConfig,
+}
+
+/// ONNX Runtime. The execution provider follows `device.backend` (`cpu`/`simt`: CPU;
+/// `cuda`: CUDA; `hip`: ROCm, then MIGraphX; falling back to the CPU with a printed
+/// reason) and the intra-op threads `device.threads`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct OnnxConfig {
+    /// The ONNX Runtime library (`libonnxruntime.so…`, or a folder holding it). Unset:
+    /// `ORT_DYLIB_PATH`, else the first found in the active Python environment
+    /// (`$VIRTUAL_ENV`), a `.venv` in the working directory or above the executable
+    /// (`…/site-packages/onnxruntime/capi`), `LD_LIBRARY_PATH` and the standard library
+    /// folders. `pip install onnxruntime` (CPU), `onnxruntime-gpu` (CUDA) or
+    /// `onnxruntime-rocm` (AMD) provides one.
+    pub runtime: Option<PathBuf>,
+}
+
+/// Neural models.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelsConfig {
+    /// CLIP model folder: `text.onnx`, `image.onnx` and `bpe_simple_vocab_16e6.txt.gz`
+    /// (docs/formats.md; `scripts/export_clip.py` makes one). Used by `query` and
+    /// `eval lerf` to encode query phrases when `--clip` is not given.
+    pub clip: Option<PathBuf>,
+    /// CLIP's vocabulary when it is not in the `clip` folder (e.g. the
+    /// `open_clip/bpe_simple_vocab_16e6.txt.gz` inside the open_clip_torch wheel).
+    pub clip_vocab: Option<PathBuf>,
+    /// Texts or images per encoder run.
+    pub batch: u32,
+}
+
+impl Default for ModelsConfig {
+    fn default() -> Self {
+        ModelsConfig {
+            clip: None,
+            clip_vocab: None,
+            batch: 32,
+        }
+    }
 }
 
 /// Data-parallel training: ranks come from the MPI launcher; each rank takes its
@@ -525,6 +569,9 @@ impl Config {
             &mut self.scene.splats,
             &mut self.scene.cameras,
             &mut self.scene.dataset,
+            &mut self.onnx.runtime,
+            &mut self.models.clip,
+            &mut self.models.clip_vocab,
         ]
         .into_iter()
         .flatten()
@@ -635,6 +682,9 @@ impl Config {
         if self.log.every == 0 {
             return bad("log.every", "must be at least 1".into());
         }
+        if self.models.batch == 0 {
+            return bad("models.batch", "must be at least 1".into());
+        }
         if !(self.train.init_std >= 0.0 && self.train.init_std.is_finite()) {
             return bad(
                 "train.init_std",
@@ -704,7 +754,7 @@ impl Config {
 
     /// Keys a resumed run may change: they decide how long it runs, what it logs and
     /// where it runs, never what a step computes (`train.iterations`, `log.*`,
-    /// `dist.*`, `device.threads`, `device.ordinal`). Returns the first other key whose value
+    /// `dist.*`, `device.threads`, `device.ordinal`, `onnx.*`, `models.*`). Returns the first other key whose value
     /// differs between `self` and `other`, if any.
     pub fn result_changing_difference(&self, other: &Config) -> Option<String> {
         let mut a = toml::Value::try_from(self).expect("config serialises");
@@ -715,6 +765,9 @@ impl Config {
                 // How ranks exchange gradients changes no result (every mode gives the
                 // same numbers), nor does the timeout.
                 t.remove("dist");
+                // Where ONNX Runtime and the models for queries are found.
+                t.remove("onnx");
+                t.remove("models");
                 for (section, key) in [
                     ("train", "iterations"),
                     ("device", "threads"),
@@ -840,6 +893,7 @@ mod tests {
             ("log.every=0", "log.every"),
             ("log.checkpoint_keep=0", "log.checkpoint_keep"),
             ("device.threads=100000", "device.threads"),
+            ("models.batch=0", "models.batch"),
         ] {
             let e = c.set(set).unwrap_err().to_string();
             assert!(e.contains(key), "{set}: {e}");
@@ -855,6 +909,8 @@ mod tests {
             "log.every=7",
             "log.eval=false",
             "device.threads=1",
+            "onnx.runtime=/x/libonnxruntime.so",
+            "models.clip=/models/clip",
         ] {
             let mut c = base.clone();
             c.set(harmless).unwrap();

@@ -1,0 +1,443 @@
+//! One ONNX model in an ONNX Runtime session: execution-provider choice with a CPU
+//! fall-back, thread count, input/output contract checks and batched runs.
+
+use std::path::{Path, PathBuf};
+
+use lsplat_core::config::{BackendKind, DeviceConfig};
+use ort::ep::{self, ExecutionProvider};
+use ort::session::Session;
+use ort::value::{TensorElementType, TensorRef, ValueType};
+
+use crate::{ModelError, Runtime};
+
+/// Which accelerator a session tries before the CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accelerator {
+    /// The CPU execution provider only.
+    Cpu,
+    /// NVIDIA: the CUDA execution provider.
+    Cuda,
+    /// AMD: the ROCm execution provider, then MIGraphX.
+    Amd,
+    /// CUDA, then ROCm, then MIGraphX, then the CPU.
+    Auto,
+}
+
+impl Accelerator {
+    /// The accelerator `device.backend` asks for: `cpu` and `simt` run on the CPU, `cuda`
+    /// on CUDA, `hip` on ROCm/MIGraphX; any other backend tries them all.
+    pub fn from_backend(kind: BackendKind) -> Accelerator {
+        #[allow(unreachable_patterns)] // backends added later try every provider
+        match kind {
+            BackendKind::Cpu | BackendKind::Simt => Accelerator::Cpu,
+            BackendKind::Cuda => Accelerator::Cuda,
+            BackendKind::Hip => Accelerator::Amd,
+            _ => Accelerator::Auto,
+        }
+    }
+
+    /// The execution providers tried, in order, before the CPU.
+    fn providers(self) -> &'static [&'static str] {
+        match self {
+            Accelerator::Cpu => &[],
+            Accelerator::Cuda => &[ep::CUDA::NAME],
+            Accelerator::Amd => &[ep::ROCm::NAME, ep::MIGraphX::NAME],
+            Accelerator::Auto => &[ep::CUDA::NAME, ep::ROCm::NAME, ep::MIGraphX::NAME],
+        }
+    }
+}
+
+/// How sessions are made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// Accelerator tried before the CPU.
+    pub accelerator: Accelerator,
+    /// GPU ordinal for the accelerator.
+    pub ordinal: u32,
+    /// Intra-op threads; 0 = ONNX Runtime's default (one per physical core).
+    pub threads: u32,
+}
+
+impl SessionOptions {
+    /// The options `[device]` asks for (`backend`, `threads`, `ordinal`).
+    pub fn from_device(device: &DeviceConfig) -> SessionOptions {
+        SessionOptions {
+            accelerator: Accelerator::from_backend(device.backend),
+            ordinal: device.ordinal,
+            threads: device.threads,
+        }
+    }
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            accelerator: Accelerator::Cpu,
+            ordinal: 0,
+            threads: 0,
+        }
+    }
+}
+
+/// Element types the contracts use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    /// 32-bit float.
+    F32,
+    /// 64-bit integer.
+    I64,
+}
+
+impl DType {
+    fn of(t: TensorElementType) -> Option<DType> {
+        match t {
+            TensorElementType::Float32 => Some(DType::F32),
+            TensorElementType::Int64 => Some(DType::I64),
+            _ => None,
+        }
+    }
+
+    /// The ONNX name (`float32`, `int64`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "float32",
+            DType::I64 => "int64",
+        }
+    }
+}
+
+/// A model input or output as the file declares it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorInfo {
+    /// Its name.
+    pub name: String,
+    /// Element type; `None` for types the engine does not use (named in `type_name`).
+    pub dtype: Option<DType>,
+    /// The element type as ONNX Runtime names it.
+    pub type_name: String,
+    /// Dimensions; `None` where the model leaves one free (a symbolic batch size).
+    pub dims: Option<Vec<Option<usize>>>,
+}
+
+impl TensorInfo {
+    fn from_outlet(name: &str, t: &ValueType) -> TensorInfo {
+        match t {
+            ValueType::Tensor { ty, shape, .. } => TensorInfo {
+                name: name.to_string(),
+                dtype: DType::of(*ty),
+                type_name: format!("{ty:?}"),
+                dims: Some(
+                    shape
+                        .iter()
+                        .map(|&d| if d >= 0 { Some(d as usize) } else { None })
+                        .collect(),
+                ),
+            },
+            other => TensorInfo {
+                name: name.to_string(),
+                dtype: None,
+                type_name: format!("{other:?}"),
+                dims: None,
+            },
+        }
+    }
+
+    /// `name: float32 [B, 3, 224, 224]` (free dimensions as `?`).
+    pub fn describe(&self) -> String {
+        let dims = match &self.dims {
+            Some(d) => d
+                .iter()
+                .map(|x| x.map_or("?".to_string(), |v| v.to_string()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            None => "not a tensor".into(),
+        };
+        let ty = self.dtype.map_or(self.type_name.as_str(), |d| d.name());
+        format!("`{}`: {ty} [{dims}]", self.name)
+    }
+}
+
+/// What a contract requires of a tensor: its name (for inputs), type and dimensions
+/// (`None` = any size, e.g. the batch).
+#[derive(Clone, Debug)]
+pub struct TensorSpec<'a> {
+    /// Required name; `None` = any (outputs are taken by position).
+    pub name: Option<&'a str>,
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions; `None` entries accept any size (fixed or free in the model).
+    pub dims: &'a [Option<usize>],
+}
+
+impl TensorSpec<'_> {
+    fn describe(&self) -> String {
+        let dims = self
+            .dims
+            .iter()
+            .map(|x| x.map_or("B".to_string(), |v| v.to_string()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        match self.name {
+            Some(n) => format!("`{n}`: {} [{dims}]", self.dtype.name()),
+            None => format!("{} [{dims}]", self.dtype.name()),
+        }
+    }
+
+    /// Whether `t` satisfies the spec (names aside).
+    fn accepts(&self, t: &TensorInfo) -> bool {
+        t.dtype == Some(self.dtype)
+            && t.dims.as_ref().is_some_and(|d| {
+                d.len() == self.dims.len()
+                    && d.iter()
+                        .zip(self.dims)
+                        .all(|(have, want)| match (have, want) {
+                            (_, None) | (None, Some(_)) => true,
+                            (Some(h), Some(w)) => h == w,
+                        })
+            })
+    }
+}
+
+/// An input tensor handed to [`OnnxModel::run`].
+#[derive(Clone, Copy, Debug)]
+pub enum Input<'a> {
+    /// 32-bit floats of the given shape.
+    F32(&'a [usize], &'a [f32]),
+    /// 64-bit integers of the given shape.
+    I64(&'a [usize], &'a [i64]),
+}
+
+/// One ONNX model in a session.
+pub struct OnnxModel {
+    path: PathBuf,
+    session: Session,
+    inputs: Vec<TensorInfo>,
+    outputs: Vec<TensorInfo>,
+    provider: String,
+}
+
+impl std::fmt::Debug for OnnxModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnnxModel")
+            .field("path", &self.path)
+            .field("inputs", &self.inputs)
+            .field("outputs", &self.outputs)
+            .field("provider", &self.provider)
+            .finish()
+    }
+}
+
+impl OnnxModel {
+    /// Opens `path` in a session on the first execution provider of `opts.accelerator`
+    /// that works, else on the CPU (with a warning giving the reason).
+    pub fn load(path: &Path, rt: &Runtime, opts: &SessionOptions) -> Result<OnnxModel, ModelError> {
+        if !path.is_file() {
+            return Err(ModelError::model(path, "missing (no such file)"));
+        }
+        let mut reasons = Vec::new();
+        for &name in opts.accelerator.providers() {
+            if !rt.has_provider(name) {
+                reasons.push(format!(
+                    "{name} is not in the ONNX Runtime at {} (it has {}; {})",
+                    rt.path.display(),
+                    rt.providers.join(", "),
+                    install_hint(name)
+                ));
+                continue;
+            }
+            match session(path, rt, opts, Some(name)) {
+                Ok(s) => return OnnxModel::new(path, s, name),
+                Err(e) => reasons.push(format!("{name} failed: {e}")),
+            }
+        }
+        if !reasons.is_empty() {
+            tracing::warn!(
+                "{}: running on the CPU execution provider: {}",
+                path.display(),
+                reasons.join("; ")
+            );
+        }
+        let s = session(path, rt, opts, None).map_err(|e| {
+            ModelError::model(path, format!("not a readable ONNX model: {}", one_line(&e)))
+        })?;
+        OnnxModel::new(path, s, ep::CPU::NAME)
+    }
+
+    fn new(path: &Path, session: Session, provider: &str) -> Result<OnnxModel, ModelError> {
+        let inputs = session
+            .inputs()
+            .iter()
+            .map(|o| TensorInfo::from_outlet(o.name(), o.dtype()))
+            .collect();
+        let outputs = session
+            .outputs()
+            .iter()
+            .map(|o| TensorInfo::from_outlet(o.name(), o.dtype()))
+            .collect();
+        Ok(OnnxModel {
+            path: path.to_path_buf(),
+            session,
+            inputs,
+            outputs,
+            provider: provider.to_string(),
+        })
+    }
+
+    /// The model file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The execution provider the session runs on.
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    /// The inputs as the file declares them.
+    pub fn inputs(&self) -> &[TensorInfo] {
+        &self.inputs
+    }
+
+    /// The outputs as the file declares them.
+    pub fn outputs(&self) -> &[TensorInfo] {
+        &self.outputs
+    }
+
+    /// Checks the contract: exactly the `inputs` given (by name, type and dimensions)
+    /// and at least one output, whose first matches `first_output`. The error names the
+    /// file and lists what the model has.
+    pub fn check(
+        &self,
+        inputs: &[TensorSpec<'_>],
+        first_output: &TensorSpec<'_>,
+    ) -> Result<(), ModelError> {
+        let have = |list: &[TensorInfo]| {
+            list.iter()
+                .map(TensorInfo::describe)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let want = inputs
+            .iter()
+            .map(TensorSpec::describe)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let names_ok = self.inputs.len() == inputs.len()
+            && inputs
+                .iter()
+                .all(|s| self.inputs.iter().any(|t| Some(t.name.as_str()) == s.name));
+        if !names_ok {
+            return Err(ModelError::contract(
+                &self.path,
+                format!(
+                    "the model's inputs are {} but the contract is {want}",
+                    have(&self.inputs)
+                ),
+            ));
+        }
+        for s in inputs {
+            let t = self
+                .inputs
+                .iter()
+                .find(|t| Some(t.name.as_str()) == s.name)
+                .expect("checked above");
+            if !s.accepts(t) {
+                return Err(ModelError::contract(
+                    &self.path,
+                    format!("input {} must be {}", t.describe(), s.describe()),
+                ));
+            }
+        }
+        let Some(out) = self.outputs.first() else {
+            return Err(ModelError::contract(&self.path, "the model has no output"));
+        };
+        if !first_output.accepts(out) {
+            return Err(ModelError::contract(
+                &self.path,
+                format!(
+                    "the first output {} must be {}",
+                    out.describe(),
+                    first_output.describe()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs the model on `inputs` (by name) and returns the first output as float32:
+    /// its shape and values.
+    pub fn run(&mut self, inputs: &[(&str, Input<'_>)]) -> Result<(Vec<usize>, Vec<f32>), ModelError> {
+        let run_err = |e: String| ModelError::Run {
+            path: self.path.clone(),
+            problem: e,
+        };
+        let mut values = Vec::with_capacity(inputs.len());
+        for (name, input) in inputs {
+            let v: ort::session::SessionInputValue<'_> = match *input {
+                Input::F32(shape, data) => TensorRef::from_array_view((shape.to_vec(), data))
+                    .map_err(|e| run_err(e.to_string()))?
+                    .into(),
+                Input::I64(shape, data) => TensorRef::from_array_view((shape.to_vec(), data))
+                    .map_err(|e| run_err(e.to_string()))?
+                    .into(),
+            };
+            values.push((std::borrow::Cow::Borrowed(*name), v));
+        }
+        let path = self.path.clone();
+        let outputs = self.session.run(values).map_err(|e| ModelError::Run {
+            path: path.clone(),
+            problem: one_line(&e.to_string()),
+        })?;
+        let (shape, data) = outputs[0]
+            .try_extract_tensor::<f32>()
+            .map_err(|e| ModelError::Run {
+                path: path.clone(),
+                problem: format!("the first output is not a float32 tensor: {e}"),
+            })?;
+        let shape: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+        Ok((shape, data.to_vec()))
+    }
+}
+
+/// The package that brings an execution provider.
+fn install_hint(provider: &str) -> &'static str {
+    if provider == ep::CUDA::NAME {
+        "install `onnxruntime-gpu` for CUDA"
+    } else {
+        "install `onnxruntime-rocm` (or an ONNX Runtime built with MIGraphX) for AMD GPUs"
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A session on `provider` (then the CPU), or on the CPU alone.
+fn session(
+    path: &Path,
+    rt: &Runtime,
+    opts: &SessionOptions,
+    provider: Option<&str>,
+) -> Result<Session, String> {
+    let mut b = Session::builder(&rt.env).map_err(|e| e.to_string())?;
+    if opts.threads > 0 {
+        b = b
+            .with_intra_threads(opts.threads as usize)
+            .map_err(|e| e.to_string())?;
+    }
+    let id = opts.ordinal as i32;
+    let dispatch = match provider {
+        Some(n) if n == ep::CUDA::NAME => Some(ep::CUDA::default().with_device_id(id).build()),
+        Some(n) if n == ep::ROCm::NAME => Some(ep::ROCm::default().with_device_id(id).build()),
+        Some(n) if n == ep::MIGraphX::NAME => {
+            Some(ep::MIGraphX::default().with_device_id(id).build())
+        }
+        _ => None,
+    };
+    if let Some(d) = dispatch {
+        b = b
+            .with_execution_providers([d.error_on_failure()])
+            .map_err(|e| e.to_string())?;
+    }
+    b.commit_from_file(path).map_err(|e| e.to_string())
+}
