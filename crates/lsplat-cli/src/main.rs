@@ -5,6 +5,7 @@ mod bench;
 mod eval;
 mod info;
 mod plugins;
+mod preprocess;
 mod progress;
 mod query;
 mod ranks;
@@ -63,6 +64,9 @@ enum Command {
     /// Benchmarks on labelled data (LangSplat's LERF-OVS protocol).
     #[command(subcommand)]
     Eval(eval::EvalCommand),
+    /// From images to LangSplat language features: SAM masks at three levels, mask NMS,
+    /// CLIP features (`language_features/`), optionally an engine dataset.
+    Preprocess(preprocess::PreprocessArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -214,6 +218,7 @@ fn main() -> std::process::ExitCode {
         Command::Autoencoder(c) => autoencoder::run(c),
         Command::Query(a) => query::run(a),
         Command::Eval(c) => eval::run(c),
+        Command::Preprocess(a) => preprocess::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -366,7 +366,31 @@ impl OnnxModel {
 
     /// Runs the model on `inputs` (by name) and returns the first output as float32:
     /// its shape and values.
-    pub fn run(&mut self, inputs: &[(&str, Input<'_>)]) -> Result<(Vec<usize>, Vec<f32>), ModelError> {
+    pub fn run(
+        &mut self,
+        inputs: &[(&str, Input<'_>)],
+    ) -> Result<(Vec<usize>, Vec<f32>), ModelError> {
+        let mut all = self.run_outputs(inputs, 1)?;
+        let (_, shape, data) = all.swap_remove(0);
+        Ok((shape, data))
+    }
+
+    /// Runs the model on `inputs` (by name) and returns every output as float32, in the
+    /// model's order: name, shape and values (for models with several outputs, such as
+    /// SAM's decoder).
+    pub fn run_all(
+        &mut self,
+        inputs: &[(&str, Input<'_>)],
+    ) -> Result<Vec<(String, Vec<usize>, Vec<f32>)>, ModelError> {
+        let n = self.outputs.len();
+        self.run_outputs(inputs, n)
+    }
+
+    fn run_outputs(
+        &mut self,
+        inputs: &[(&str, Input<'_>)],
+        count: usize,
+    ) -> Result<Vec<(String, Vec<usize>, Vec<f32>)>, ModelError> {
         let run_err = |e: String| ModelError::Run {
             path: self.path.clone(),
             problem: e,
@@ -384,18 +408,24 @@ impl OnnxModel {
             values.push((std::borrow::Cow::Borrowed(*name), v));
         }
         let path = self.path.clone();
+        let names: Vec<String> = self.outputs.iter().map(|o| o.name.clone()).collect();
         let outputs = self.session.run(values).map_err(|e| ModelError::Run {
             path: path.clone(),
             problem: one_line(&e.to_string()),
         })?;
-        let (shape, data) = outputs[0]
-            .try_extract_tensor::<f32>()
-            .map_err(|e| ModelError::Run {
-                path: path.clone(),
-                problem: format!("the first output is not a float32 tensor: {e}"),
-            })?;
-        let shape: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
-        Ok((shape, data.to_vec()))
+        let mut out = Vec::with_capacity(count);
+        for (i, name) in names.into_iter().enumerate().take(count) {
+            let (shape, data) =
+                outputs[i]
+                    .try_extract_tensor::<f32>()
+                    .map_err(|e| ModelError::Run {
+                        path: path.clone(),
+                        problem: format!("output `{name}` is not a float32 tensor: {e}"),
+                    })?;
+            let shape: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+            out.push((name, shape, data.to_vec()));
+        }
+        Ok(out)
     }
 }
 

@@ -33,6 +33,9 @@ pub enum PrepError {
     /// An error of the data crate (writing outputs, importing a dataset).
     #[error(transparent)]
     Data(#[from] lsplat_data::DataError),
+    /// An error of the model layer (ONNX Runtime, model files, runs).
+    #[error(transparent)]
+    Models(#[from] lsplat_models::ModelError),
 }
 
 impl PrepError {

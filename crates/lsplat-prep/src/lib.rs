@@ -21,6 +21,7 @@ pub mod image;
 pub mod levels;
 pub mod mask_nms;
 pub mod model;
+pub mod onnx;
 pub mod par;
 pub mod resize;
 pub mod run;

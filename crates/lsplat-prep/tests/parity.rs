@@ -257,3 +257,130 @@ fn snowmiku_matches_the_reference_with_downsampled_nms() {
     };
     compare(&f, 5, 200);
 }
+
+/// The ONNX Runtime library of LSPLAT_PYTHON's onnxruntime (or ORT_DYLIB_PATH).
+fn ort_library(py: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let out = Command::new(py)
+        .args([
+            "-c",
+            "import glob, os, onnxruntime; print(sorted(glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', 'libonnxruntime.so*')))[-1])",
+        ])
+        .output()
+        .expect("runs python");
+    assert!(out.status.success(), "onnxruntime is not installed in {py}");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The synthetic SAM graphs of scripts/sam_onnx.py in `dir`.
+fn synthetic_sam(py: &str, dir: &Path) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/sam_onnx.py");
+    let st = Command::new(py)
+        .arg(&script)
+        .arg(dir)
+        .output()
+        .expect("run sam_onnx.py");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+}
+
+/// SAM through ONNX Runtime (the engine's sessions) against the reference running the
+/// same synthetic SAM graphs through onnxruntime in Python: identical masks at every
+/// stage, identical seg maps; and contract errors name the file.
+#[test]
+fn onnx_sam_matches_the_reference_and_checks_its_contract() {
+    let Some(py) = python() else { return };
+    let Some(image_path) = lsplat_data::testdata::test_file("fern_llff/images_8/image001.png")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let sam = tmp.path().join("sam");
+    synthetic_sam(&py, &sam);
+    let rt = lsplat_models::runtime::load(Some(&ort_library(&py))).unwrap();
+    let opts = lsplat_models::session::SessionOptions::default();
+    let (mut enc, mut dec) = lsplat_prep::onnx::load_sam(&sam, rt, &opts).unwrap();
+    let out = tmp.path().join("ref");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/amg_reference.py");
+    let st = Command::new(&py)
+        .arg(&script)
+        .args([
+            "--image".as_ref(),
+            image_path.as_os_str(),
+            "--out".as_ref(),
+            out.as_os_str(),
+            "--sam".as_ref(),
+            sam.as_os_str(),
+        ])
+        .args(["--points", "4"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let img = image::read_rgb(&image_path).unwrap();
+    let (w, h) = (img.width as u32, img.height as u32);
+    let cfg = PreprocessConfig {
+        points_per_side: 4,
+        threads: 2,
+        ..PreprocessConfig::default()
+    };
+    let mut t = Timings::default();
+    let generated = amg::generate(&img, &cfg, &mut enc, &mut dec, &mut t).unwrap();
+    for (l, name) in LEVELS.iter().enumerate() {
+        let got: Vec<&BitMask> = generated.lists[l]
+            .iter()
+            .map(|&r| &generated.records[r].mask)
+            .collect();
+        same_masks(
+            "onnx generator",
+            name,
+            &got,
+            &masks(&out, &format!("amg_{name}.npy"), w, h),
+        );
+    }
+    let finals = nms_lists(
+        &generated,
+        clean_lists(&generated, &cfg, &mut t),
+        &cfg,
+        &mut t,
+    );
+    for (l, name) in LEVELS.iter().enumerate() {
+        let got: Vec<&BitMask> = finals[l].iter().map(|m| &m.mask).collect();
+        same_masks(
+            "onnx final",
+            name,
+            &got,
+            &masks(&out, &format!("final_{name}.npy"), w, h),
+        );
+    }
+    let a = arrays(&img, &finals, &mut FakeClip, &cfg, &mut t).unwrap();
+    assert_eq!(a.seg, npy(&out, "seg.npy").1, "segmentation maps");
+    // Contract errors name the file.
+    let bad = tmp.path().join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    std::fs::copy(sam.join("decoder.onnx"), bad.join("encoder.onnx")).unwrap();
+    std::fs::copy(sam.join("decoder.onnx"), bad.join("decoder.onnx")).unwrap();
+    let e = lsplat_prep::onnx::load_sam(&bad, rt, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("encoder.onnx") && e.contains("image"), "{e}");
+    std::fs::copy(sam.join("encoder.onnx"), bad.join("encoder.onnx")).unwrap();
+    std::fs::write(bad.join("decoder.onnx"), b"not a model").unwrap();
+    let e = lsplat_prep::onnx::load_sam(&bad, rt, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("decoder.onnx"), "{e}");
+    std::fs::copy(sam.join("encoder.onnx"), bad.join("decoder.onnx")).unwrap();
+    let e = lsplat_prep::onnx::load_sam(&bad, rt, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("decoder.onnx") && e.contains("contract"), "{e}");
+    let e = lsplat_prep::onnx::load_sam(&tmp.path().join("none"), rt, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no such SAM model folder"), "{e}");
+}

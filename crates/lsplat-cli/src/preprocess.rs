@@ -1,0 +1,169 @@
+//! `lsplat-engine preprocess`: images → LangSplat's `language_features/` (SAM masks at
+//! three levels, mask NMS, CLIP features), and optionally an engine dataset.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use lsplat_core::Config;
+use lsplat_models::session::SessionOptions;
+use lsplat_models::{ClipImage, ClipModel};
+use lsplat_prep::image::Resolution;
+use lsplat_prep::onnx::{OnnxClip, load_sam};
+use lsplat_prep::run::{FEATURES_DIR, Models, Progress, list_images, preprocess};
+
+/// Options of `preprocess`.
+#[derive(clap::Args, Debug)]
+pub struct PreprocessArgs {
+    /// Folder of input images (PNG, JPEG), processed in file-name order.
+    #[arg(long)]
+    pub images: Option<PathBuf>,
+    /// A scene's source folder (LangSplat's `dataset_path`): its `images/` are read and,
+    /// without --out, `language_features/` is written into it.
+    #[arg(short = 's', long = "source")]
+    pub source: Option<PathBuf>,
+    /// SAM model folder: `encoder.onnx` and `decoder.onnx` (docs/formats.md).
+    #[arg(long)]
+    pub sam: PathBuf,
+    /// CLIP model folder (its `image.onnx`); default `models.clip` of the configuration.
+    #[arg(long)]
+    pub clip: Option<PathBuf>,
+    /// Output folder: `language_features/` is written inside it.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Image size: -1 = LangSplat's rule (taller than 1080 → height 1080), 1, 2, 4, 8 =
+    /// downscale factor, any other N = width N.
+    #[arg(short = 'r', long, default_value_t = -1, allow_hyphen_values = true)]
+    pub resolution: i64,
+    /// Also write an engine dataset (features.parquet + masks.parquet) here.
+    #[arg(long)]
+    pub dataset: Option<PathBuf>,
+    /// Configuration file (TOML) with a `[preprocess]` section (and `[onnx]`, `[device]`).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Override a configuration value, e.g. `--set preprocess.nms_max_dim=0`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+fn config(args: &PreprocessArgs) -> Result<Config> {
+    let mut cfg = match &args.config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    for s in &args.set {
+        cfg.set(s).with_context(|| format!("--set {s}"))?;
+    }
+    cfg.resolve_paths(std::path::Path::new("."));
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+fn eta(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// Runs `preprocess`.
+pub fn run(args: PreprocessArgs) -> Result<()> {
+    let cfg = config(&args)?;
+    let res = Resolution::from_arg(args.resolution)?;
+    let (images_dir, out) = match (&args.images, &args.source) {
+        (Some(_), Some(_)) => bail!("give --images or -s/--source, not both"),
+        (Some(i), None) => (
+            i.clone(),
+            args.out
+                .clone()
+                .context("--out is required with --images")?,
+        ),
+        (None, Some(s)) => (
+            s.join("images"),
+            args.out.clone().unwrap_or_else(|| s.clone()),
+        ),
+        (None, None) => bail!("give the images with --images DIR or a scene folder with -s DIR"),
+    };
+    let images = list_images(&images_dir)?;
+    lsplat_prep::run::check_images(&images)?;
+    let clip_dir = args
+        .clip
+        .clone()
+        .or_else(|| cfg.models.clip.clone())
+        .context("no CLIP model: give --clip DIR or set models.clip")?;
+    let rt = lsplat_models::runtime::load(cfg.onnx.runtime.as_deref())?;
+    let opts = SessionOptions::from_device(&cfg.device);
+    let (mut encoder, mut decoder) = load_sam(&args.sam, rt, &opts)?;
+    let clip_model = ClipModel::at(&clip_dir, cfg.models.clip_vocab.as_deref())?;
+    let mut image = ClipImage::load(&clip_model, rt, &opts)?;
+    image.batch = cfg.preprocess.clip_batch as usize;
+    let mut clip = OnnxClip::new(image)?;
+    let tty = std::io::stderr().is_terminal();
+    let mut report = |p: &Progress| {
+        let rate = if p.seconds > 0.0 {
+            p.processed as f64 / p.seconds
+        } else {
+            0.0
+        };
+        let left = p.total - p.done;
+        let eta = if rate > 0.0 {
+            eta(left as f64 / rate)
+        } else {
+            "?".into()
+        };
+        let line = format!(
+            "preprocess: {}/{} images  {rate:.3} images/s  ETA {eta}{}",
+            p.done,
+            p.total,
+            p.last
+                .as_deref()
+                .map(|l| format!("  ({l})"))
+                .unwrap_or_default()
+        );
+        if tty {
+            eprint!("\r\x1b[2K{line}");
+        } else {
+            eprintln!("{line}");
+        }
+    };
+    let mut models = Models {
+        encoder: &mut encoder,
+        decoder: &mut decoder,
+        clip: &mut clip,
+    };
+    let s = preprocess(
+        &images,
+        &out,
+        res,
+        &cfg.preprocess,
+        &mut models,
+        &mut report,
+    )?;
+    if tty {
+        eprintln!();
+    }
+    let t = s.timings;
+    println!(
+        "preprocessed {} images ({} this run) into {}: masks per level (default, s, m, l) {:?}",
+        s.images,
+        s.processed,
+        out.join(FEATURES_DIR).display(),
+        s.masks
+    );
+    if s.processed > 0 {
+        let n = s.processed as f64;
+        println!(
+            "seconds per image: encoder {:.3}, decoder {:.3}, masks {:.3}, NMS {:.3}, clean-up {:.3}, CLIP {:.3}, total {:.3}",
+            t.encoder / n,
+            t.decoder / n,
+            t.masks / n,
+            t.nms / n,
+            t.cleanup / n,
+            t.clip / n,
+            t.total() / n
+        );
+    }
+    if let Some(ds) = &args.dataset {
+        let sum = lsplat_data::dataset::import_langsplat(&out.join(FEATURES_DIR), ds)?;
+        println!("dataset {}: {sum:?}", ds.display());
+    }
+    Ok(())
+}
