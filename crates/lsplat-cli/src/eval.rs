@@ -53,8 +53,11 @@ pub struct LerfArgs {
     #[arg(long)]
     pub labels: PathBuf,
     /// Text embeddings with every category of the labels and the canonical phrases.
-    #[arg(long)]
-    pub text: PathBuf,
+    /// Without it, the categories are encoded with the CLIP model (`--clip`).
+    #[arg(long, conflicts_with = "clip")]
+    pub text: Option<PathBuf>,
+    #[command(flatten)]
+    pub clip: crate::clip::ClipArgs,
     /// Autoencoder for LangSplat V1 runs (one per scene, shared by the levels).
     #[arg(long)]
     pub model: Option<PathBuf>,
@@ -133,13 +136,28 @@ fn lerf_eval(a: LerfArgs) -> Result<()> {
         .iter()
         .map(|p| read_frame(p))
         .collect::<Result<_, _>>()?;
-    let text = lsplat_data::embeddings::read_embeddings(&a.text)?;
     let runs: Vec<RunInputs> = a
         .runs
         .iter()
         .map(|d| crate::plugins::load_run(d))
         .collect::<Result<_, _>>()?;
     let first = &runs[0];
+    let names: Vec<String> = frames
+        .iter()
+        .flat_map(|f| f.objects.iter().map(|o| o.category.clone()))
+        .fold(Vec::new(), |mut v, c| {
+            if !v.contains(&c) {
+                v.push(c);
+            }
+            v
+        });
+    let text = crate::clip::text_embeddings(
+        a.text.as_deref(),
+        &a.clip,
+        &first.config,
+        &names,
+        &a.runs[0],
+    )?;
     for (r, d) in runs.iter().zip(&a.runs).skip(1) {
         let names = |x: &RunInputs| x.cameras.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
         if r.gaussians.len() != first.gaussians.len()

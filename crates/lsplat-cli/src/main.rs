@@ -2,6 +2,7 @@
 
 mod autoencoder;
 mod bench;
+mod clip;
 mod eval;
 mod info;
 mod plugins;
@@ -46,7 +47,7 @@ enum Command {
     Solve(SolveArgs),
     /// Time training steps after a warm-up and report iterations/s and ms per phase.
     Bench(BenchArgs),
-    /// List the backends compiled in and the devices found.
+    /// List the backends compiled in, the devices found and the ONNX Runtime.
     Info,
     /// Convert datasets users already have into the engine's Parquet datasets.
     #[command(subcommand)]
@@ -60,6 +61,8 @@ enum Command {
     Autoencoder(autoencoder::AeCommand),
     /// Relevancy maps of text queries (npy + PNG heat map per camera and query).
     Query(query::QueryArgs),
+    /// Encode phrases with a CLIP model (ONNX) into a text embeddings file.
+    Embed(clip::EmbedArgs),
     /// Benchmarks on labelled data (LangSplat's LERF-OVS protocol).
     #[command(subcommand)]
     Eval(eval::EvalCommand),
@@ -213,6 +216,7 @@ fn main() -> std::process::ExitCode {
         Command::Render(a) => render::run(a),
         Command::Autoencoder(c) => autoencoder::run(c),
         Command::Query(a) => query::run(a),
+        Command::Embed(a) => clip::embed(a),
         Command::Eval(c) => eval::run(c),
     };
     match result {

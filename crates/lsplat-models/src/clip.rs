@@ -95,7 +95,11 @@ fn identity(files: &[&Path]) -> Result<String, ModelError> {
 /// Divides each `dim`-wide row by its length; a zero or non-finite row is an error.
 fn normalise_rows(path: &Path, values: &mut [f32], dim: usize) -> Result<(), ModelError> {
     for (i, row) in values.chunks_exact_mut(dim).enumerate() {
-        let n = row.iter().map(|v| (*v as f64) * (*v as f64)).sum::<f64>().sqrt();
+        let n = row
+            .iter()
+            .map(|v| (*v as f64) * (*v as f64))
+            .sum::<f64>()
+            .sqrt();
         if !(n > 0.0 && n.is_finite()) {
             return Err(ModelError::Run {
                 path: path.to_path_buf(),
@@ -129,11 +133,12 @@ fn run_batches<T: Copy>(
         let mut shape = vec![b];
         shape.extend_from_slice(row_shape);
         let (oshape, values) = model.run(&[(input, make(&shape, chunk))])?;
-        if oshape.len() != 2 || oshape[0] != b || oshape[1] == 0 || (dim != 0 && oshape[1] != dim)
-        {
+        if oshape.len() != 2 || oshape[0] != b || oshape[1] == 0 || (dim != 0 && oshape[1] != dim) {
             return Err(ModelError::contract(
                 model.path(),
-                format!("the first output has shape {oshape:?} for a batch of {b}; the contract is [B, D]"),
+                format!(
+                    "the first output has shape {oshape:?} for a batch of {b}; the contract is [B, D]"
+                ),
             ));
         }
         dim = oshape[1];
@@ -156,7 +161,11 @@ pub struct ClipText {
 
 impl ClipText {
     /// Loads `text.onnx` and the vocabulary of `clip`; checks the contract.
-    pub fn load(clip: &ClipModel, rt: &Runtime, opts: &SessionOptions) -> Result<ClipText, ModelError> {
+    pub fn load(
+        clip: &ClipModel,
+        rt: &Runtime,
+        opts: &SessionOptions,
+    ) -> Result<ClipText, ModelError> {
         let tokenizer = Tokenizer::from_file(&clip.vocab)?;
         let model = OnnxModel::load(&clip.text, rt, opts)?;
         model.check(
@@ -231,7 +240,11 @@ pub struct ClipImage {
 
 impl ClipImage {
     /// Loads `image.onnx` of `clip`; checks the contract.
-    pub fn load(clip: &ClipModel, rt: &Runtime, opts: &SessionOptions) -> Result<ClipImage, ModelError> {
+    pub fn load(
+        clip: &ClipModel,
+        rt: &Runtime,
+        opts: &SessionOptions,
+    ) -> Result<ClipImage, ModelError> {
         let model = OnnxModel::load(&clip.image, rt, opts)?;
         model.check(
             &[TensorSpec {

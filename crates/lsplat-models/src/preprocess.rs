@@ -64,7 +64,10 @@ impl RgbImage {
 
     /// The `w`×`h` region at (`left`, `top`), which must lie inside the image.
     pub fn crop(&self, left: usize, top: usize, w: usize, h: usize) -> RgbImage {
-        assert!(left + w <= self.width && top + h <= self.height, "crop inside the image");
+        assert!(
+            left + w <= self.width && top + h <= self.height,
+            "crop inside the image"
+        );
         let mut data = Vec::with_capacity(w * h * 3);
         for y in top..top + h {
             let row = (y * self.width + left) * 3;
@@ -238,7 +241,9 @@ pub fn shortest_side_size(width: usize, height: usize, size: usize) -> (usize, u
 /// torchvision's `CenterCrop` offset: `int(round((len − size) / 2))`, Python's round
 /// (halves to even).
 fn centre_offset(len: usize, size: usize) -> usize {
-    ((len as f64 - size as f64) / 2.0).round_ties_even().max(0.0) as usize
+    ((len as f64 - size as f64) / 2.0)
+        .round_ties_even()
+        .max(0.0) as usize
 }
 
 /// `[3, 224, 224]` floats of a 224×224 RGB image: /255, minus mean, over std

@@ -143,7 +143,11 @@ pub fn search_places() -> Vec<PathBuf> {
     }
     let mut places = Vec::new();
     for env in envs {
-        places.extend(site_packages(&env).into_iter().map(|sp| sp.join("onnxruntime/capi")));
+        places.extend(
+            site_packages(&env)
+                .into_iter()
+                .map(|sp| sp.join("onnxruntime/capi")),
+        );
     }
     if let Some(ld) = std::env::var_os("LD_LIBRARY_PATH") {
         places.extend(std::env::split_paths(&ld).filter(|p| !p.as_os_str().is_empty()));
@@ -284,10 +288,14 @@ mod tests {
         let e = locate(Some(Path::new("/nonexistent/libonnxruntime.so"))).unwrap_err();
         let msg = e.to_string();
         assert!(
-            msg.contains("/nonexistent/libonnxruntime.so") && msg.contains("pip install onnxruntime"),
+            msg.contains("/nonexistent/libonnxruntime.so")
+                && msg.contains("pip install onnxruntime"),
             "{msg}"
         );
-        assert!(msg.contains("onnxruntime-gpu") && msg.contains("onnxruntime-rocm"), "{msg}");
+        assert!(
+            msg.contains("onnxruntime-gpu") && msg.contains("onnxruntime-rocm"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -309,6 +317,9 @@ mod tests {
         let p = dir.path().join("libonnxruntime.so");
         std::fs::write(&p, b"not a library").unwrap();
         let e = open(&p).unwrap_err().to_string();
-        assert!(e.contains("libonnxruntime.so") && e.contains("not a usable ONNX Runtime"), "{e}");
+        assert!(
+            e.contains("libonnxruntime.so") && e.contains("not a usable ONNX Runtime"),
+            "{e}"
+        );
     }
 }

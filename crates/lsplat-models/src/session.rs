@@ -366,7 +366,10 @@ impl OnnxModel {
 
     /// Runs the model on `inputs` (by name) and returns the first output as float32:
     /// its shape and values.
-    pub fn run(&mut self, inputs: &[(&str, Input<'_>)]) -> Result<(Vec<usize>, Vec<f32>), ModelError> {
+    pub fn run(
+        &mut self,
+        inputs: &[(&str, Input<'_>)],
+    ) -> Result<(Vec<usize>, Vec<f32>), ModelError> {
         let run_err = |e: String| ModelError::Run {
             path: self.path.clone(),
             problem: e,
@@ -388,12 +391,13 @@ impl OnnxModel {
             path: path.clone(),
             problem: one_line(&e.to_string()),
         })?;
-        let (shape, data) = outputs[0]
-            .try_extract_tensor::<f32>()
-            .map_err(|e| ModelError::Run {
-                path: path.clone(),
-                problem: format!("the first output is not a float32 tensor: {e}"),
-            })?;
+        let (shape, data) =
+            outputs[0]
+                .try_extract_tensor::<f32>()
+                .map_err(|e| ModelError::Run {
+                    path: path.clone(),
+                    problem: format!("the first output is not a float32 tensor: {e}"),
+                })?;
         let shape: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
         Ok((shape, data.to_vec()))
     }

@@ -46,14 +46,24 @@ fn unit(v: &[f64]) -> Vec<f64> {
 
 #[test]
 fn encoders_match_the_numpy_reference() {
-    let Some(s) = setup("CLIP encoders vs NumPy") else { return };
+    let Some(s) = setup("CLIP encoders vs NumPy") else {
+        return;
+    };
     let clip = ClipModel::at(&s.dir.path().join("clip"), None).unwrap();
     let mut text = ClipText::load(&clip, s.rt, &opts()).unwrap();
     text.batch = 2; // three runs: 2 + 2 + 1
     let long = "a photo of a red apple on a wooden table ".repeat(12);
-    let phrases = ["object", "red apple", "Mug!", "ｃａｆé &amp; teddy 🐻", long.as_str()];
+    let phrases = [
+        "object",
+        "red apple",
+        "Mug!",
+        "ｃａｆé &amp; teddy 🐻",
+        long.as_str(),
+    ];
     let mut seen = Vec::new();
-    let (dim, emb) = text.encode(&phrases, &mut |d, n| seen.push((d, n))).unwrap();
+    let (dim, emb) = text
+        .encode(&phrases, &mut |d, n| seen.push((d, n)))
+        .unwrap();
     assert_eq!(dim, 24);
     assert_eq!(seen, [(0, 5), (2, 5), (4, 5), (5, 5)]);
     let ids: Vec<i64> = phrases
@@ -65,7 +75,12 @@ fn encoders_match_the_numpy_reference() {
     let mut image = ClipImage::load(&clip, s.rt, &opts()).unwrap();
     image.batch = 2;
     let mut imgs = vec![
-        RgbImage::new(300, 240, (0..300 * 240 * 3).map(|i| (i * 7 % 251) as u8).collect()).unwrap(),
+        RgbImage::new(
+            300,
+            240,
+            (0..300 * 240 * 3).map(|i| (i * 7 % 251) as u8).collect(),
+        )
+        .unwrap(),
         RgbImage::new(224, 224, vec![90; 224 * 224 * 3]).unwrap(),
     ];
     if let Some(data) = lsplat_data::testdata::test_data() {
@@ -80,10 +95,17 @@ fn encoders_match_the_numpy_reference() {
 
     let d = s.dir.path();
     let bytes = |v: Vec<[u8; 8]>| v.concat();
-    std::fs::write(d.join("ids.i64"), bytes(ids.iter().map(|x| x.to_le_bytes()).collect())).unwrap();
+    std::fs::write(
+        d.join("ids.i64"),
+        bytes(ids.iter().map(|x| x.to_le_bytes()).collect()),
+    )
+    .unwrap();
     std::fs::write(
         d.join("pixels.f32"),
-        pixels.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>(),
+        pixels
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>(),
     )
     .unwrap();
     let json = d.join("ref.json");
@@ -104,12 +126,21 @@ fn encoders_match_the_numpy_reference() {
         let want = r[key].as_array().unwrap();
         assert_eq!(want.len(), rows);
         for (i, w) in want.iter().enumerate() {
-            let w: Vec<f64> = w.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            let w: Vec<f64> = w
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect();
             let w = unit(&w);
             let g = &got[i * 24..(i + 1) * 24];
             let n = g.iter().map(|v| (*v as f64).powi(2)).sum::<f64>().sqrt();
             assert!((n - 1.0).abs() < 1e-6, "{key} {i}: length {n}");
-            let worst = g.iter().zip(&w).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max);
+            let worst = g
+                .iter()
+                .zip(&w)
+                .map(|(a, b)| (*a as f64 - b).abs())
+                .fold(0.0, f64::max);
             assert!(worst <= 1e-4, "{key} {i}: differs by {worst}");
         }
     }
@@ -135,7 +166,9 @@ fn image_err(dir: &Path, rt: &'static lsplat_models::Runtime) -> String {
 
 #[test]
 fn bad_model_folders_are_errors_naming_the_file() {
-    let Some(s) = setup("CLIP model errors") else { return };
+    let Some(s) = setup("CLIP model errors") else {
+        return;
+    };
     let good = s.dir.path().join("clip");
     let d = s.dir.path();
 
@@ -143,39 +176,75 @@ fn bad_model_folders_are_errors_naming_the_file() {
     copy_dir(&good, &missing);
     std::fs::remove_file(missing.join("image.onnx")).unwrap();
     let e = image_err(&missing, s.rt);
-    assert!(e.contains("missing/image.onnx") && e.contains("no such file"), "{e}");
+    assert!(
+        e.contains("missing/image.onnx") && e.contains("no such file"),
+        "{e}"
+    );
 
     let corrupt = d.join("corrupt");
     copy_dir(&good, &corrupt);
     let bytes = std::fs::read(corrupt.join("text.onnx")).unwrap();
     std::fs::write(corrupt.join("text.onnx"), &bytes[..bytes.len() / 3]).unwrap();
     let e = text_err(&corrupt, s.rt);
-    assert!(e.contains("corrupt/text.onnx") && e.contains("not a readable ONNX model"), "{e}");
+    assert!(
+        e.contains("corrupt/text.onnx") && e.contains("not a readable ONNX model"),
+        "{e}"
+    );
 
     let renamed = d.join("renamed");
-    make(&s.py, &renamed, &["--text-input", "tokens", "--image-dtype", "float16"], "").unwrap();
+    make(
+        &s.py,
+        &renamed,
+        &["--text-input", "tokens", "--image-dtype", "float16"],
+        "",
+    )
+    .unwrap();
     let e = text_err(&renamed, s.rt);
     assert!(
-        e.contains("renamed/text.onnx") && e.contains("`tokens`") && e.contains("`input_ids`: int64 [B, 77]"),
+        e.contains("renamed/text.onnx")
+            && e.contains("`tokens`")
+            && e.contains("`input_ids`: int64 [B, 77]"),
         "{e}"
     );
     let e = image_err(&renamed, s.rt);
-    assert!(e.contains("renamed/image.onnx") && e.contains("must be `pixel_values`: float32"), "{e}");
+    assert!(
+        e.contains("renamed/image.onnx") && e.contains("must be `pixel_values`: float32"),
+        "{e}"
+    );
 
     let short = d.join("short");
-    make(&s.py, &short, &["--context", "64", "--image-input", "image"], "").unwrap();
+    make(
+        &s.py,
+        &short,
+        &["--context", "64", "--image-input", "image"],
+        "",
+    )
+    .unwrap();
     let e = text_err(&short, s.rt);
-    assert!(e.contains("short/text.onnx") && e.contains("[?, 64]") && e.contains("[B, 77]"), "{e}");
+    assert!(
+        e.contains("short/text.onnx") && e.contains("[?, 64]") && e.contains("[B, 77]"),
+        "{e}"
+    );
     let e = image_err(&short, s.rt);
-    assert!(e.contains("short/image.onnx") && e.contains("`image`"), "{e}");
+    assert!(
+        e.contains("short/image.onnx") && e.contains("`image`"),
+        "{e}"
+    );
 
     let vocab = d.join("vocab");
     copy_dir(&good, &vocab);
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut gz, b"#version: 0.2\nhello world\nfoo bar\n").unwrap();
-    std::fs::write(vocab.join("bpe_simple_vocab_16e6.txt.gz"), gz.finish().unwrap()).unwrap();
+    std::fs::write(
+        vocab.join("bpe_simple_vocab_16e6.txt.gz"),
+        gz.finish().unwrap(),
+    )
+    .unwrap();
     let e = text_err(&vocab, s.rt);
-    assert!(e.contains("vocab/bpe_simple_vocab_16e6.txt.gz") && e.contains("not CLIP's vocabulary"), "{e}");
+    assert!(
+        e.contains("vocab/bpe_simple_vocab_16e6.txt.gz") && e.contains("not CLIP's vocabulary"),
+        "{e}"
+    );
     std::fs::write(vocab.join("bpe_simple_vocab_16e6.txt.gz"), b"plain text").unwrap();
     let e = text_err(&vocab, s.rt);
     assert!(e.contains("not CLIP's vocabulary"), "{e}");
@@ -183,19 +252,36 @@ fn bad_model_folders_are_errors_naming_the_file() {
     let clip = ClipModel::at(&good, None).unwrap();
     let mut text = ClipText::load(&clip, s.rt, &opts()).unwrap();
     let e = text.encode(&["  \u{3000}\t"], &mut |_, _| {}).unwrap_err();
-    assert!(matches!(e, ModelError::Query(_)) && e.to_string().contains("empty"), "{e}");
-    let e = ClipModel::at(&d.join("nope"), None).unwrap_err().to_string();
-    assert!(e.contains("nope") && e.contains("no such CLIP model folder"), "{e}");
+    assert!(
+        matches!(e, ModelError::Query(_)) && e.to_string().contains("empty"),
+        "{e}"
+    );
+    let e = ClipModel::at(&d.join("nope"), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("nope") && e.contains("no such CLIP model folder"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_second_runtime_library_is_refused() {
-    let Some(s) = setup("ONNX Runtime reload") else { return };
+    let Some(s) = setup("ONNX Runtime reload") else {
+        return;
+    };
     assert!(std::ptr::eq(runtime::load(Some(&s.rt.path)).unwrap(), s.rt));
     let copy: PathBuf = s.dir.path().join("libonnxruntime.so.copy");
     std::fs::copy(&s.rt.path, &copy).unwrap();
     let e = runtime::load(Some(&copy)).unwrap_err().to_string();
-    assert!(e.contains("libonnxruntime.so.copy") && e.contains("already loaded"), "{e}");
-    assert!(s.rt.has_provider("CPUExecutionProvider"), "{:?}", s.rt.providers);
+    assert!(
+        e.contains("libonnxruntime.so.copy") && e.contains("already loaded"),
+        "{e}"
+    );
+    assert!(
+        s.rt.has_provider("CPUExecutionProvider"),
+        "{:?}",
+        s.rt.providers
+    );
     assert!(s.rt.version.starts_with("1."), "{}", s.rt.version);
 }

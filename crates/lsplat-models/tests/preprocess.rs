@@ -19,10 +19,18 @@ fn read_f32(p: &std::path::Path) -> Vec<f32> {
 #[test]
 fn pixels_equal_open_clips_transform_on_real_images() {
     let what = "preprocessing vs Pillow";
-    let Some(data) = lsplat_data::testdata::test_data() else { return };
-    let Some(py) = common::python(what) else { return };
+    let Some(data) = lsplat_data::testdata::test_data() else {
+        return;
+    };
+    let Some(py) = common::python(what) else {
+        return;
+    };
     let mut images: Vec<PathBuf> = Vec::new();
-    for (dir, take) in [("fern_llff/images_8", 3), ("snowmiku/images_8", 3), ("snowmiku/input_samples", 2)] {
+    for (dir, take) in [
+        ("fern_llff/images_8", 3),
+        ("snowmiku/images_8", 3),
+        ("snowmiku/input_samples", 2),
+    ] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(data.join(dir))
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -33,7 +41,9 @@ fn pixels_equal_open_clips_transform_on_real_images() {
     let out = tempfile::tempdir().unwrap();
     let mut args: Vec<&str> = vec![out.path().to_str().unwrap()];
     args.extend(images.iter().map(|p| p.to_str().unwrap()));
-    let Some(()) = common::run_script(&py, "tests/clip_pixels.py", &args, what) else { return };
+    let Some(()) = common::run_script(&py, "tests/clip_pixels.py", &args, what) else {
+        return;
+    };
     let mut jpeg_report = Vec::new();
     for (i, path) in images.iter().enumerate() {
         let want = read_f32(&out.path().join(format!("{i}.f32")));
@@ -50,7 +60,12 @@ fn pixels_equal_open_clips_transform_on_real_images() {
             .fold(0f32, f32::max);
         assert!(worst <= 1e-5, "{}: differs by {worst}", path.display());
         // The decoder: PNG must be identical; JPEG is measured against libjpeg's output.
-        let differing = ours.data.iter().zip(&pil.data).filter(|(a, b)| a != b).count();
+        let differing = ours
+            .data
+            .iter()
+            .zip(&pil.data)
+            .filter(|(a, b)| a != b)
+            .count();
         let max = ours
             .data
             .iter()
@@ -70,12 +85,19 @@ fn pixels_equal_open_clips_transform_on_real_images() {
                 path.file_name().unwrap().to_string_lossy(),
                 ours.data.len()
             ));
-            assert!(max <= 8, "{}: the JPEG decoders differ by {max}", path.display());
+            assert!(
+                max <= 8,
+                "{}: the JPEG decoders differ by {max}",
+                path.display()
+            );
         } else {
             assert_eq!(differing, 0, "{}: PNG decoded differently", path.display());
         }
     }
-    eprintln!("{} images within 1e-5 of open_clip's transform", images.len());
+    eprintln!(
+        "{} images within 1e-5 of open_clip's transform",
+        images.len()
+    );
     for l in jpeg_report {
         eprintln!("{l}");
     }

@@ -10,7 +10,9 @@ use lsplat_models::tokenizer::Tokenizer;
 #[test]
 fn tokens_equal_open_clips_on_generated_strings() {
     let what = "tokenizer vs open_clip";
-    let Some(py) = common::python(what) else { return };
+    let Some(py) = common::python(what) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("tokens.json");
     let Some(()) = common::run_script(&py, "tests/clip_tokens.py", &[out.to_str().unwrap()], what)
@@ -43,11 +45,17 @@ fn tokens_equal_open_clips_on_generated_strings() {
         let got = tok.frame(&body);
         if body.is_empty() {
             empty += 1;
-            assert!(tok.tokenize(s).is_err(), "{s:?} is empty after the clean-up");
+            assert!(
+                tok.tokenize(s).is_err(),
+                "{s:?} is empty after the clean-up"
+            );
         }
         long += got.truncated() as usize;
         if got.ids != want {
-            bad.push(format!("{s:?}\n  engine   {:?}\n  open_clip {:?}", got.ids, want));
+            bad.push(format!(
+                "{s:?}\n  engine   {:?}\n  open_clip {:?}",
+                got.ids, want
+            ));
         }
     }
     assert!(
@@ -57,7 +65,10 @@ fn tokens_equal_open_clips_on_generated_strings() {
         strings.len(),
         bad[..bad.len().min(8)].join("\n")
     );
-    assert!(empty >= 5 && long >= 50, "{empty} empty and {long} long strings");
+    assert!(
+        empty >= 5 && long >= 50,
+        "{empty} empty and {long} long strings"
+    );
     eprintln!(
         "{} strings equal ({empty} empty, {long} cut to 77 tokens); {} left out (mojibake)",
         strings.len(),

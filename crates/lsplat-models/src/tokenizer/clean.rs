@@ -90,9 +90,9 @@ fn html5() -> &'static HashMap<String, String> {
 /// themselves (HTML's numeric references and ftfy's "sloppy" codec agree on this).
 fn cp1252_c1(b: u32) -> char {
     const T: [u32; 32] = [
-        0x20ac, 0x81, 0x201a, 0x192, 0x201e, 0x2026, 0x2020, 0x2021, 0x2c6, 0x2030, 0x160,
-        0x2039, 0x152, 0x8d, 0x17d, 0x8f, 0x90, 0x2018, 0x2019, 0x201c, 0x201d, 0x2022, 0x2013,
-        0x2014, 0x2dc, 0x2122, 0x161, 0x203a, 0x153, 0x9d, 0x17e, 0x178,
+        0x20ac, 0x81, 0x201a, 0x192, 0x201e, 0x2026, 0x2020, 0x2021, 0x2c6, 0x2030, 0x160, 0x2039,
+        0x152, 0x8d, 0x17d, 0x8f, 0x90, 0x2018, 0x2019, 0x201c, 0x201d, 0x2022, 0x2013, 0x2014,
+        0x2dc, 0x2122, 0x161, 0x203a, 0x153, 0x9d, 0x17e, 0x178,
     ];
     char::from_u32(T[(b - 0x80) as usize]).unwrap_or('\u{fffd}')
 }
@@ -322,8 +322,14 @@ mod tests {
     fn python_whitespace_and_unescape() {
         assert_eq!(whitespace_clean("  a\u{1c}b\u{3000}c\n\td  "), "a b c d");
         assert_eq!(py_strip("\u{85} x \u{a0}"), "x");
-        assert_eq!(html_unescape("&amp;lt; &ampx &notit; &#65;&#x42;&#0;&#128;&#1;"), "&lt; &x ¬it; AB\u{fffd}€");
-        assert_eq!(html_unescape("&#99999999999999;&#xD800;&unknown;"), "\u{fffd}\u{fffd}&unknown;");
+        assert_eq!(
+            html_unescape("&amp;lt; &ampx &notit; &#65;&#x42;&#0;&#128;&#1;"),
+            "&lt; &x ¬it; AB\u{fffd}€"
+        );
+        assert_eq!(
+            html_unescape("&#99999999999999;&#xD800;&unknown;"),
+            "\u{fffd}\u{fffd}&unknown;"
+        );
     }
 
     #[test]
@@ -332,7 +338,10 @@ mod tests {
         assert_eq!(fix_text("ﬁne ＡＢＣ１２３\u{3000}x"), "fine ABC123 x");
         assert_eq!(fix_text("a\r\nb\rc\u{2028}d"), "a\nb\nc\nd");
         assert_eq!(fix_text("\x1b[31mred\x1b[0m\u{7}"), "red");
-        assert_eq!(fix_text("e\u{301} &amp; &EACUTE; &#x93;x&#x94;"), "é & É \"x\"");
+        assert_eq!(
+            fix_text("e\u{301} &amp; &EACUTE; &#x93;x&#x94;"),
+            "é & É \"x\""
+        );
         assert_eq!(fix_text("<b>&amp;</b>\n&amp;"), "<b>&amp;</b>\n&amp;");
         assert_eq!(fix_text("&amp;\n<b>"), "&\n<b>");
     }

@@ -55,8 +55,9 @@ pub struct Tokenizer {
 /// GPT-2/CLIP's reversible map from bytes to printable characters: the printable
 /// Latin-1 bytes stand for themselves, the others take U+0100 onwards in byte order.
 fn bytes_to_unicode() -> [char; 256] {
-    let printable =
-        |b: u32| (0x21..=0x7e).contains(&b) || (0xa1..=0xac).contains(&b) || (0xae..=0xff).contains(&b);
+    let printable = |b: u32| {
+        (0x21..=0x7e).contains(&b) || (0xa1..=0xac).contains(&b) || (0xae..=0xff).contains(&b)
+    };
     let mut out = ['\0'; 256];
     let mut n = 0u32;
     for b in 0..256u32 {
@@ -211,9 +212,15 @@ impl Tokenizer {
         while word.len() > 1 {
             let best = word
                 .windows(2)
-                .filter_map(|w| self.merges.get(&(w[0], w[1])).map(|&(r, _)| (r, w[0], w[1])))
+                .filter_map(|w| {
+                    self.merges
+                        .get(&(w[0], w[1]))
+                        .map(|&(r, _)| (r, w[0], w[1]))
+                })
                 .min();
-            let Some((_, first, second)) = best else { break };
+            let Some((_, first, second)) = best else {
+                break;
+            };
             let merged = self.merges[&(first, second)].1;
             let mut next = Vec::with_capacity(word.len());
             let mut i = 0;
@@ -310,11 +317,18 @@ mod tests {
     #[test]
     fn a_vocabulary_that_is_not_clips_is_refused() {
         let p = Path::new("words.txt.gz");
-        let e = Tokenizer::from_merges_text(p, "#version\na b\n").unwrap_err().to_string();
-        assert!(e.contains("words.txt.gz") && e.contains("merge rules"), "{e}");
+        let e = Tokenizer::from_merges_text(p, "#version\na b\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("words.txt.gz") && e.contains("merge rules"),
+            "{e}"
+        );
         let mut text = tiny_vocab(&[]);
         text = text.replacen("\n", "\nqq zz\n", 1);
-        let e = Tokenizer::from_merges_text(p, &text).unwrap_err().to_string();
+        let e = Tokenizer::from_merges_text(p, &text)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("line 2") && e.contains("no earlier rule"), "{e}");
     }
 }

@@ -13,13 +13,17 @@ fn required(var: &str) -> bool {
 /// LSPLAT_PYTHON, or None after one SKIPPED line — a failure under
 /// LSPLAT_REQUIRE_PYTHON=1.
 pub fn python(what: &str) -> Option<String> {
-    let py = std::env::var("LSPLAT_PYTHON").ok().filter(|p| !p.is_empty());
+    let py = std::env::var("LSPLAT_PYTHON")
+        .ok()
+        .filter(|p| !p.is_empty());
     if py.is_none() {
         assert!(
             !required("LSPLAT_REQUIRE_PYTHON"),
             "LSPLAT_REQUIRE_PYTHON=1 but LSPLAT_PYTHON is not set"
         );
-        eprintln!("SKIPPED ({what}): set LSPLAT_PYTHON to a python with numpy, onnx, onnxruntime, ftfy, regex, pillow and open_clip_torch (--no-deps)");
+        eprintln!(
+            "SKIPPED ({what}): set LSPLAT_PYTHON to a python with numpy, onnx, onnxruntime, ftfy, regex, pillow and open_clip_torch (--no-deps)"
+        );
     }
     py
 }
@@ -68,7 +72,9 @@ pub fn ort_library(what: &str) -> Option<PathBuf> {
             !required("LSPLAT_REQUIRE_ORT"),
             "LSPLAT_REQUIRE_ORT=1 but no ONNX Runtime: set ORT_DYLIB_PATH, or LSPLAT_PYTHON to a python with onnxruntime"
         );
-        eprintln!("SKIPPED ({what}): no ONNX Runtime (set ORT_DYLIB_PATH or LSPLAT_PYTHON with onnxruntime)");
+        eprintln!(
+            "SKIPPED ({what}): no ONNX Runtime (set ORT_DYLIB_PATH or LSPLAT_PYTHON with onnxruntime)"
+        );
     }
     found
 }
