@@ -277,7 +277,7 @@ impl ClipImage {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<(usize, Vec<f32>), ModelError> {
         let per = 3 * SIZE * SIZE;
-        if pixels.is_empty() || pixels.len() % per != 0 {
+        if pixels.is_empty() || !pixels.len().is_multiple_of(per) {
             return Err(ModelError::Shape(format!(
                 "{} values are not a whole number of [3, 224, 224] images",
                 pixels.len()
