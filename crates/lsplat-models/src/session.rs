@@ -403,6 +403,94 @@ impl OnnxModel {
     }
 }
 
+impl OnnxModel {
+    /// Runs the model over the rows of `data` (each of `row_shape`), `batch` rows per
+    /// run, as its input `input`; the first output must be `[b, D]` for a batch of b
+    /// (the same D every run). Returns D and the `[rows, D]` outputs, calling
+    /// `progress(done, rows)` before the first run and after each.
+    pub fn run_batched_f32(
+        &mut self,
+        input: &str,
+        data: &[f32],
+        row_shape: &[usize],
+        batch: usize,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(usize, Vec<f32>), ModelError> {
+        self.batched(
+            input,
+            data,
+            row_shape,
+            batch,
+            |s, d| Input::F32(s, d),
+            progress,
+        )
+    }
+
+    /// [`OnnxModel::run_batched_f32`] for an int64 input.
+    pub fn run_batched_i64(
+        &mut self,
+        input: &str,
+        data: &[i64],
+        row_shape: &[usize],
+        batch: usize,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(usize, Vec<f32>), ModelError> {
+        self.batched(
+            input,
+            data,
+            row_shape,
+            batch,
+            |s, d| Input::I64(s, d),
+            progress,
+        )
+    }
+
+    fn batched<T: Copy>(
+        &mut self,
+        input: &str,
+        data: &[T],
+        row_shape: &[usize],
+        batch: usize,
+        make: for<'a> fn(&'a [usize], &'a [T]) -> Input<'a>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(usize, Vec<f32>), ModelError> {
+        let row_len: usize = row_shape.iter().product();
+        if row_len == 0 || data.is_empty() || !data.len().is_multiple_of(row_len) {
+            return Err(ModelError::Shape(format!(
+                "{}: {} input values are not a whole number of rows of {row_shape:?}",
+                self.path.display(),
+                data.len()
+            )));
+        }
+        let rows = data.len() / row_len;
+        let (mut out, mut dim, mut done) = (Vec::new(), 0usize, 0usize);
+        progress(0, rows);
+        for chunk in data.chunks(batch.max(1) * row_len) {
+            let b = chunk.len() / row_len;
+            let mut shape = vec![b];
+            shape.extend_from_slice(row_shape);
+            let (oshape, values) = self.run(&[(input, make(&shape, chunk))])?;
+            if oshape.len() != 2
+                || oshape[0] != b
+                || oshape[1] == 0
+                || (dim != 0 && oshape[1] != dim)
+            {
+                return Err(ModelError::contract(
+                    &self.path,
+                    format!(
+                        "the first output has shape {oshape:?} for a batch of {b}; the contract is [B, D]"
+                    ),
+                ));
+            }
+            dim = oshape[1];
+            out.extend(values);
+            done += b;
+            progress(done, rows);
+        }
+        Ok((dim, out))
+    }
+}
+
 /// The package that brings an execution provider.
 fn install_hint(provider: &str) -> &'static str {
     if provider == ep::CUDA::NAME {
