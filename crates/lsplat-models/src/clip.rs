@@ -7,8 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::contract::{DType, TensorSpec};
 use crate::preprocess::{RgbImage, SIZE, clip_pixels};
-use crate::session::{DType, OnnxModel, SessionOptions, TensorSpec};
+use crate::session::{OnnxModel, SessionOptions};
 use crate::tokenizer::{CONTEXT, Tokenizer};
 use crate::{ModelError, Runtime};
 
