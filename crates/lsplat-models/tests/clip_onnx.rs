@@ -249,6 +249,19 @@ fn bad_model_folders_are_errors_naming_the_file() {
     let e = text_err(&vocab, s.rt);
     assert!(e.contains("not CLIP's vocabulary"), "{e}");
 
+    // A folder without the vocabulary: an error naming it, or the file given apart
+    // (`models.clip_vocab`, `--vocab`).
+    let novocab = d.join("novocab");
+    copy_dir(&good, &novocab);
+    std::fs::remove_file(novocab.join("bpe_simple_vocab_16e6.txt.gz")).unwrap();
+    let e = text_err(&novocab, s.rt);
+    assert!(
+        e.contains("novocab/bpe_simple_vocab_16e6.txt.gz") && e.contains("no such file"),
+        "{e}"
+    );
+    let apart = ClipModel::at(&novocab, Some(&good.join("bpe_simple_vocab_16e6.txt.gz"))).unwrap();
+    ClipText::load(&apart, s.rt, &opts()).unwrap();
+
     let clip = ClipModel::at(&good, None).unwrap();
     let mut text = ClipText::load(&clip, s.rt, &opts()).unwrap();
     let e = text.encode(&["  \u{3000}\t"], &mut |_, _| {}).unwrap_err();
