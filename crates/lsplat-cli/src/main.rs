@@ -3,6 +3,10 @@
 mod autoencoder;
 mod bench;
 mod eval;
+mod eval_gaussians;
+mod eval_lerf3d;
+mod eval_ovs;
+mod eval_report;
 mod info;
 mod plugins;
 mod progress;
@@ -13,6 +17,7 @@ mod run;
 mod scene;
 mod semantic;
 mod synth;
+mod text;
 mod train;
 mod train_model;
 mod views;
@@ -60,7 +65,8 @@ enum Command {
     Autoencoder(autoencoder::AeCommand),
     /// Relevancy maps of text queries (npy + PNG heat map per camera and query).
     Query(query::QueryArgs),
-    /// Benchmarks on labelled data (LangSplat's LERF-OVS protocol).
+    /// Benchmarks on labelled data: LERF-OVS (2D and 3D protocols), 3D-OVS, and
+    /// per-Gaussian segmentation against a labelled point cloud.
     #[command(subcommand)]
     Eval(eval::EvalCommand),
 }
