@@ -397,8 +397,8 @@ fn mask_png(path: &Path, mask: &[bool]) {
 
 /// 3D-OVS: with masks drawn from the reference (a where the composited weight of A
 /// is at least B's, b elsewhere, z nowhere), every pixel's arg-max is right: IoU 1
-/// for a and b, 0 for the absent z (3D-OVS's rule) unless `--skip-absent`, accuracy
-/// 1. With `--negatives` the background goes to the canonical phrases, as computed
+/// for a and b, 0 for the absent z (3D-OVS's rule) unless `--skip-absent`, and an
+/// accuracy of 1. With `--negatives` the background goes to the canonical phrases, as computed
 /// from the reference. Views without cameras and categories without embeddings are
 /// errors naming the file.
 #[test]

@@ -16,7 +16,7 @@ pub struct KdTree {
 }
 
 /// A candidate: squared distance, then index (the heap's order).
-#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Cand(f64, u32);
 
 impl Eq for Cand {}
@@ -24,6 +24,12 @@ impl Eq for Cand {}
 impl Ord for Cand {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
         self.0.total_cmp(&o.0).then(self.1.cmp(&o.1))
+    }
+}
+
+impl PartialOrd for Cand {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
     }
 }
 

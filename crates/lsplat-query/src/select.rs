@@ -127,7 +127,10 @@ mod tests {
         ];
         let sm = blend_neighbours(&r, &nb, 3);
         assert!((sm[5] - 0.633_333).abs() < 1e-6 && (sm[0] - 0.9).abs() < 1e-6);
-        assert_eq!(select(&[r.clone()], &nb, 3, 0.4).gaussians, [0, 1, 2]);
+        assert_eq!(
+            select(std::slice::from_ref(&r), &nb, 3, 0.4).gaussians,
+            [0, 1, 2]
+        );
         assert_eq!(select(&[r], &[], 0, 0.4).gaussians, [0, 1, 2, 5]);
         assert_eq!(binarize(&[0.7, 0.71, 0.0], ALPHA_THRESHOLD), [0, 1, 0]);
     }

@@ -260,7 +260,8 @@ pub fn check_3d_selections(j: &serde_json::Value, unit: &[f32], dim: usize, text
     for row in j["per_query"].as_array().unwrap() {
         let q = row["query"].as_str().unwrap();
         let rel = lsplat_query::relevancy(unit, dim, &t.stack(&[q]).unwrap(), &neg).unwrap();
-        let want = lsplat_query::select::select(&[rel.clone()], &[], 0, SELECT_THRESHOLD);
+        let want =
+            lsplat_query::select::select(std::slice::from_ref(&rel), &[], 0, SELECT_THRESHOLD);
         let (lo, hi) = rel
             .iter()
             .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), v| {
