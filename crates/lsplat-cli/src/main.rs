@@ -4,6 +4,10 @@ mod autoencoder;
 mod bench;
 mod clip;
 mod eval;
+mod eval_gaussians;
+mod eval_lerf3d;
+mod eval_ovs;
+mod eval_report;
 mod info;
 mod plugins;
 mod progress;
@@ -14,6 +18,7 @@ mod run;
 mod scene;
 mod semantic;
 mod synth;
+mod text;
 mod train;
 mod train_model;
 mod views;
@@ -63,7 +68,8 @@ enum Command {
     Query(query::QueryArgs),
     /// Encode phrases with a CLIP model (ONNX) into a text embeddings file.
     Embed(clip::EmbedArgs),
-    /// Benchmarks on labelled data (LangSplat's LERF-OVS protocol).
+    /// Benchmarks on labelled data: LERF-OVS (2D and 3D protocols), 3D-OVS, and
+    /// per-Gaussian segmentation against a labelled point cloud.
     #[command(subcommand)]
     Eval(eval::EvalCommand),
 }
