@@ -1,7 +1,8 @@
-//! `lsplat-engine eval lerf`: LangSplat's LERF-OVS evaluation (mIoU and localization
-//! accuracy) of one to three level runs against LERF's per-frame label files.
+//! `lsplat-engine eval`: LERF-OVS (LangSplat's and LangSplatV2's 2D protocols, and
+//! the 3D protocol of `eval_lerf3d.rs`), 3D-OVS (`eval_ovs.rs`) and per-Gaussian
+//! segmentation against a labelled point cloud (`eval_gaussians.rs`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use lsplat_core::Camera;
@@ -9,19 +10,32 @@ use lsplat_data::embeddings::TextEmbeddings;
 use lsplat_data::io::write_bytes_atomic;
 use lsplat_data::run_dir::RunInputs;
 use lsplat_device::Backend;
-use lsplat_query::labels::{Frame, Query, read_frame};
+use lsplat_query::labels::{Frame, Query, read_frames};
 use lsplat_query::lerf;
 use lsplat_query::picture::png_rgb;
 use lsplat_render::{BackendVisitor, Device};
+use serde_json::json;
 
+use crate::eval_lerf3d::{Lerf3dArgs, Select3d};
+use crate::eval_report::{Common, Outcome, Pair, overlay_path};
 use crate::semantic::{Lift, image_relevancy, text_rows};
-use crate::views::{Views, file_stem, progress};
+use crate::text::TextSource;
+use crate::views::{Views, progress};
 
 /// `eval` subcommands.
 #[derive(clap::Subcommand, Debug)]
 pub enum EvalCommand {
-    /// The LERF-OVS protocol (LangSplat's, or LangSplatV2's): per query IoU and localization hit.
+    /// LERF-OVS: LangSplat's or LangSplatV2's 2D protocol (per query IoU and
+    /// localization hit), the 3D protocol (Gaussians selected by their own relevancy),
+    /// or both side by side.
     Lerf(LerfArgs),
+    /// The 3D-OVS benchmark: every pixel labelled by the arg-max over the scene's
+    /// categories, mIoU over them.
+    #[command(name = "3dovs")]
+    Ovs(crate::eval_ovs::OvsArgs),
+    /// Per-Gaussian semantic labels against a labelled point cloud (ScanNet-style mIoU
+    /// and mAcc over a class list).
+    Gaussians(crate::eval_gaussians::GaussiansArgs),
 }
 
 /// How label frames find their cameras.
@@ -40,6 +54,12 @@ pub enum ProtocolArg {
     Langsplat,
     /// LangSplatV2's eval_lerf.py: 29×29 in-image mean, 7×7 in-image mean above ½.
     LangsplatV2,
+    /// The 3D protocol (OpenGaussian, Dr. Splat): Gaussians selected by their own
+    /// normalised relevancy, their rendered opacity as the mask.
+    #[value(name = "3d")]
+    ThreeD,
+    /// The run's 2D protocol and the 3D protocol, side by side.
+    All,
 }
 
 /// Options of `eval lerf`.
@@ -53,21 +73,28 @@ pub struct LerfArgs {
     #[arg(long)]
     pub labels: PathBuf,
     /// Text embeddings with every category of the labels and the canonical phrases.
-    #[arg(long)]
-    pub text: PathBuf,
+    /// Without it, the names are encoded with the CLIP model (`--clip`).
+    #[arg(long, conflicts_with = "clip")]
+    pub text: Option<PathBuf>,
+    #[command(flatten)]
+    pub clip: crate::clip::ClipArgs,
     /// Autoencoder for LangSplat V1 runs (one per scene, shared by the levels).
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// Output folder: `lerf.json` and an overlay PNG per query.
+    /// Output folder: `lerf.json` (2D) and `lerf_3d.json` (3D), and an overlay PNG per
+    /// (frame, query) (`<frame>/` for 2D, `3d/<frame>/` for 3D).
     #[arg(long)]
     pub out: PathBuf,
     /// How label frames are matched to cameras.
     #[arg(long = "match", value_enum, default_value = "name")]
     pub matching: FrameMatch,
-    /// Whose smoothing and clean-up to apply (default: LangSplatV2's for LangSplatV2
-    /// runs, LangSplat's for the others).
+    /// The protocol: a 2D one (default: LangSplatV2's for LangSplatV2 runs, LangSplat's
+    /// for the others), `3d`, or `all` (the run's 2D protocol and `3d` side by side).
     #[arg(long, value_enum)]
     pub protocol: Option<ProtocolArg>,
+    /// Options of the 3D protocol.
+    #[command(flatten)]
+    pub three_d: Lerf3dArgs,
     /// Backend to render on (default: the first run's).
     #[arg(long)]
     pub backend: Option<String>,
@@ -77,25 +104,13 @@ pub struct LerfArgs {
 pub fn run(cmd: EvalCommand) -> Result<()> {
     match cmd {
         EvalCommand::Lerf(a) => lerf_eval(a),
+        EvalCommand::Ovs(a) => crate::eval_ovs::run(a),
+        EvalCommand::Gaussians(a) => crate::eval_gaussians::run(a),
     }
-}
-
-/// The label files of a folder, sorted by name.
-fn label_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        bail!("{}: no label files (*.json)", dir.display());
-    }
-    Ok(files)
 }
 
 /// The camera of a frame, at the label's image size.
-fn frame_camera(frame: &Frame, cams: &[Camera], how: FrameMatch) -> Result<Camera> {
+pub fn frame_camera(frame: &Frame, cams: &[Camera], how: FrameMatch) -> Result<Camera> {
     let cam = match how {
         FrameMatch::Name => cams.iter().find(|c| c.name == frame.stem()),
         FrameMatch::Index => frame
@@ -128,19 +143,14 @@ fn frame_camera(frame: &Frame, cams: &[Camera], how: FrameMatch) -> Result<Camer
         .with_context(|| format!("{}", frame.path.display()))
 }
 
-fn lerf_eval(a: LerfArgs) -> Result<()> {
-    let frames: Vec<Frame> = label_files(&a.labels)?
-        .iter()
-        .map(|p| read_frame(p))
-        .collect::<Result<_, _>>()?;
-    let text = lsplat_data::embeddings::read_embeddings(&a.text)?;
-    let runs: Vec<RunInputs> = a
-        .runs
+/// Level runs of one scene (same Gaussians, cameras, channels and model).
+pub fn load_level_runs(dirs: &[PathBuf]) -> Result<Vec<RunInputs>> {
+    let runs: Vec<RunInputs> = dirs
         .iter()
         .map(|d| crate::plugins::load_run(d))
         .collect::<Result<_, _>>()?;
     let first = &runs[0];
-    for (r, d) in runs.iter().zip(&a.runs).skip(1) {
+    for (r, d) in runs.iter().zip(dirs).skip(1) {
         let names = |x: &RunInputs| x.cameras.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
         if r.gaussians.len() != first.gaussians.len()
             || names(r) != names(first)
@@ -149,7 +159,7 @@ fn lerf_eval(a: LerfArgs) -> Result<()> {
             bail!(
                 "run {} does not match run {} (Gaussians, cameras or channels differ): level runs must share one scene",
                 d.display(),
-                a.runs[0].display()
+                dirs[0].display()
             );
         }
     }
@@ -157,23 +167,54 @@ fn lerf_eval(a: LerfArgs) -> Result<()> {
     if let Some(i) = models.iter().position(|m| *m != models[0]) {
         bail!(
             "run {} was trained as {} but run {} as {}: the level runs of one evaluation must share a model",
-            a.runs[i].display(),
+            dirs[i].display(),
             models[i],
-            a.runs[0].display(),
+            dirs[0].display(),
             models[0]
         );
     }
-    let protocol = match a.protocol {
-        Some(ProtocolArg::Langsplat) => lerf::Protocol::LangSplat,
-        Some(ProtocolArg::LangsplatV2) => lerf::Protocol::LangSplatV2,
-        None if models[0] == langsplat_v2::model::NAME => lerf::Protocol::LangSplatV2,
-        None => lerf::Protocol::LangSplat,
+    Ok(runs)
+}
+
+/// The lift of each level run.
+pub fn level_lifts(
+    runs: &[RunInputs],
+    dirs: &[PathBuf],
+    model: Option<&std::path::Path>,
+    text: &TextEmbeddings,
+) -> Result<Vec<Lift>> {
+    runs.iter()
+        .zip(dirs)
+        .map(|(r, d)| Lift::new(d, r.channels, r.decoder.as_ref(), model, text))
+        .collect()
+}
+
+/// The device the runs render on: the first run's, or `backend`.
+pub fn open_device(run: &RunInputs, backend: Option<&str>) -> Result<Device> {
+    let mut cfg = run.config.clone();
+    if let Some(b) = backend {
+        cfg.device.backend = crate::views::backend_kind(b)?;
+    }
+    Ok(Device::open(&cfg.device, &cfg.simt)?)
+}
+
+fn lerf_eval(a: LerfArgs) -> Result<()> {
+    let frames = read_frames(&a.labels)?;
+    let runs = load_level_runs(&a.runs)?;
+    let model = runs[0].config.train.model.as_str();
+    let run_2d = if model == langsplat_v2::model::NAME {
+        lerf::Protocol::LangSplatV2
+    } else {
+        lerf::Protocol::LangSplat
     };
-    let lifts: Vec<Lift> = runs
-        .iter()
-        .zip(&a.runs)
-        .map(|(r, d)| Lift::new(d, r.channels, r.decoder.as_ref(), a.model.as_deref(), &text))
-        .collect::<Result<_>>()?;
+    let (protocol, three_d) = match a.protocol {
+        Some(ProtocolArg::Langsplat) => (Some(lerf::Protocol::LangSplat), false),
+        Some(ProtocolArg::LangsplatV2) => (Some(lerf::Protocol::LangSplatV2), false),
+        Some(ProtocolArg::ThreeD) => (None, true),
+        Some(ProtocolArg::All) => (Some(run_2d), true),
+        None => (Some(run_2d), false),
+    };
+    let select = a.three_d.validate(three_d)?;
     // Every category must have an embedding before anything is rendered.
     let mut cats: Vec<String> = Vec::new();
     for f in &frames {
@@ -183,46 +224,59 @@ fn lerf_eval(a: LerfArgs) -> Result<()> {
             }
         }
     }
-    text_rows(&text, &cats)?;
+    let text = TextSource::from_args(a.text.as_deref(), &a.clip, &runs[0].config, &a.runs[0])?
+        .embed(&cats)?;
+    let lifts = level_lifts(&runs, &a.runs, a.model.as_deref(), &text)?;
     let cams: Vec<Camera> = frames
         .iter()
-        .map(|f| frame_camera(f, &first.cameras, a.matching))
+        .map(|f| frame_camera(f, &runs[0].cameras, a.matching))
         .collect::<Result<_>>()?;
-    let mut cfg = first.config.clone();
-    if let Some(b) = &a.backend {
-        cfg.device.backend = crate::views::backend_kind(b)?;
+    for (k, c) in cams.iter().enumerate() {
+        if let Some(j) = cams[..k].iter().position(|d| d.name == c.name) {
+            bail!(
+                "{}: frame `{}` is camera `{}`, as {} is: one label file per frame",
+                frames[k].path.display(),
+                frames[k].stem(),
+                c.name,
+                frames[j].path.display()
+            );
+        }
     }
-    let dev = Device::open(&cfg.device, &cfg.simt)?;
+    let dev = open_device(&runs[0], a.backend.as_deref())?;
     dev.visit(LerfJob {
-        args: a,
-        frames,
-        cams,
-        runs,
-        text,
-        lifts,
+        inputs: LerfInputs {
+            args: a,
+            frames,
+            cams,
+            runs,
+            text,
+            lifts,
+        },
         protocol,
+        select,
     })
 }
 
-struct LerfJob {
-    args: LerfArgs,
-    frames: Vec<Frame>,
-    cams: Vec<Camera>,
-    runs: Vec<RunInputs>,
-    text: TextEmbeddings,
-    lifts: Vec<Lift>,
-    protocol: lerf::Protocol,
+/// What every LERF protocol reads.
+pub struct LerfInputs {
+    /// The command's options.
+    pub args: LerfArgs,
+    /// Label frames, in file order.
+    pub frames: Vec<Frame>,
+    /// Their cameras, at the labels' image sizes.
+    pub cams: Vec<Camera>,
+    /// The level runs.
+    pub runs: Vec<RunInputs>,
+    /// Embeddings of every category and the canonical phrases.
+    pub text: TextEmbeddings,
+    /// Each run's lift into the text space.
+    pub lifts: Vec<Lift>,
 }
 
-/// The result of one (frame, query) pair.
-struct PairResult {
-    frame: String,
-    query: String,
-    iou: f64,
-    hit: bool,
-    seg_level: usize,
-    loc_level: usize,
-    candidates: usize,
+struct LerfJob {
+    inputs: LerfInputs,
+    protocol: Option<lerf::Protocol>,
+    select: Option<Select3d>,
 }
 
 impl BackendVisitor for LerfJob {
@@ -230,103 +284,98 @@ impl BackendVisitor for LerfJob {
 
     fn visit<B: Backend>(self, dev: B) -> Result<()> {
         let LerfJob {
-            args,
-            frames,
-            cams,
-            runs,
-            text,
-            lifts,
+            inputs,
             protocol,
+            select,
         } = self;
-        std::fs::create_dir_all(&args.out)?;
-        let c = runs[0].channels;
-        let views: Vec<Views<'_, B>> = runs
-            .iter()
-            .map(|r| Views::new(&dev, &r.gaussians, &r.features, c, &r.config))
-            .collect::<Result<_>>()?;
-        let levels: Vec<u8> = runs.iter().map(|r| r.config.scene.level).collect();
-        let bar = progress(frames.len() as u64, "frames", runs[0].config.log.progress);
         let t0 = std::time::Instant::now();
-        let mut results = Vec::new();
-        for (frame, cam) in frames.iter().zip(&cams) {
-            bar.set_message(frame.stem().to_string());
-            let queries = frame.queries();
-            let names: Vec<String> = queries.iter().map(|q| q.category.clone()).collect();
-            let (pos, neg) = text_rows(&text, &names)?;
-            let per_level: Vec<_> = views
-                .iter()
-                .zip(&lifts)
-                .map(|(v, l)| image_relevancy(v, cam, l, (&l.text(&pos), &l.text(&neg)), None))
-                .collect::<Result<_>>()?;
-            let (w, h) = (frame.width as usize, frame.height as usize);
-            let dir = args.out.join(frame.stem());
-            std::fs::create_dir_all(&dir)?;
-            for (k, q) in queries.iter().enumerate() {
-                let maps: Vec<Vec<f32>> = per_level.iter().map(|l| l.maps[k].clone()).collect();
-                let filtered = lerf::smooth_levels(protocol, &maps, w, h)?;
-                let seg = lerf::segment_filtered(protocol, &maps, &filtered, w, h);
-                let loc = lerf::localize_filtered(&filtered, w);
-                let hit = lerf::hit(&loc.candidates, &q.boxes);
-                let iou = lerf::iou(&seg.mask, &q.mask);
-                let png = overlay(&seg, &loc.candidates, q, w, h);
-                write_bytes_atomic(
-                    &dir.join(format!("{}.png", file_stem(&q.category))),
-                    &png_rgb(frame.width, frame.height, &png)?,
-                )?;
-                results.push(PairResult {
-                    frame: frame.stem().to_string(),
-                    query: q.category.clone(),
-                    iou,
-                    hit,
-                    seg_level: seg.level,
-                    loc_level: loc.level,
-                    candidates: loc.candidates.len(),
-                });
-            }
-            bar.inc(1);
+        let mut outcomes = Vec::new();
+        if let Some(p) = protocol {
+            outcomes.push(lerf_2d(&inputs, &dev, p)?);
         }
-        bar.finish_and_clear();
-        let n = results.len().max(1) as f64;
-        let miou = results.iter().map(|r| r.iou).sum::<f64>() / n;
-        let hits = results.iter().filter(|r| r.hit).count();
-        let json = serde_json::json!({
-            "protocol": protocol.name(),
-            "labels": args.labels.display().to_string(),
-            "runs": args.runs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            "levels": levels,
-            "frames": frames.len(),
-            "pairs": results.len(),
-            "miou": miou,
-            "localization_accuracy": hits as f64 / n,
-            "localization_hits": hits,
-            "per_query": results.iter().map(|r| serde_json::json!({
-                "frame": r.frame,
-                "query": r.query,
-                "iou": r.iou,
-                "hit": r.hit,
-                "segmentation_level": levels[r.seg_level],
-                "localization_level": levels[r.loc_level],
-                "candidates": r.candidates,
-            })).collect::<Vec<_>>(),
-        });
-        let out = args.out.join("lerf.json");
-        write_bytes_atomic(&out, serde_json::to_string_pretty(&json)?.as_bytes())?;
-        println!(
-            "LERF: {} frames, {} (frame, query) pairs, {} level run(s) in {:.2} s",
-            frames.len(),
-            results.len(),
-            runs.len(),
-            t0.elapsed().as_secs_f64()
-        );
-        println!(
-            "mIoU {:.4}, localization accuracy {:.4} ({hits}/{})",
-            miou,
-            hits as f64 / n,
-            results.len()
-        );
-        println!("wrote {}", out.display());
-        Ok(())
+        if let Some(s) = select {
+            outcomes.push(crate::eval_lerf3d::lerf_3d(&inputs, &dev, &s)?);
+        }
+        let i = &inputs;
+        let common = Common {
+            labels: i.args.labels.clone(),
+            runs: i.args.runs.clone(),
+            levels: i.runs.iter().map(|r| r.config.scene.level).collect(),
+            frames: i.frames.len(),
+            clipped: i.frames.iter().map(|f| f.clipped).sum(),
+            out: i.args.out.clone(),
+        };
+        crate::eval_report::finish(&common, &outcomes, i.runs.len(), t0.elapsed().as_secs_f64())
     }
+}
+
+/// LangSplat's (or LangSplatV2's) 2D protocol on rendered relevancy maps.
+fn lerf_2d<B: Backend>(i: &LerfInputs, dev: &B, protocol: lerf::Protocol) -> Result<Outcome> {
+    let c = i.runs[0].channels;
+    let views: Vec<Views<'_, B>> = i
+        .runs
+        .iter()
+        .map(|r| Views::new(dev, &r.gaussians, &r.features, c, &r.config))
+        .collect::<Result<_>>()?;
+    let levels: Vec<u8> = i.runs.iter().map(|r| r.config.scene.level).collect();
+    let bar = progress(
+        i.frames.len() as u64,
+        "frames",
+        i.runs[0].config.log.progress,
+    );
+    let mut pairs = Vec::new();
+    let mut hits = 0;
+    std::fs::create_dir_all(&i.args.out)?;
+    for (frame, cam) in i.frames.iter().zip(&i.cams) {
+        bar.set_message(frame.stem().to_string());
+        let queries = frame.queries();
+        let names: Vec<String> = queries.iter().map(|q| q.category.clone()).collect();
+        let (pos, neg) = text_rows(&i.text, &names)?;
+        let per_level: Vec<_> = views
+            .iter()
+            .zip(&i.lifts)
+            .map(|(v, l)| image_relevancy(v, cam, l, (&l.text(&pos), &l.text(&neg)), None))
+            .collect::<Result<_>>()?;
+        let (w, h) = (frame.width as usize, frame.height as usize);
+        for (k, q) in queries.iter().enumerate() {
+            let maps: Vec<Vec<f32>> = per_level.iter().map(|l| l.maps[k].clone()).collect();
+            let filtered = lerf::smooth_levels(protocol, &maps, w, h)?;
+            let seg = lerf::segment_filtered(protocol, &maps, &filtered, w, h);
+            let loc = lerf::localize_filtered(&filtered, w);
+            let hit = lerf::hit(&loc.candidates, &q.boxes);
+            let png = overlay(&seg, &loc.candidates, q, w, h);
+            let path = overlay_path(&i.args.out, frame.stem(), &q.category);
+            std::fs::create_dir_all(path.parent().unwrap_or(&i.args.out))?;
+            write_bytes_atomic(&path, &png_rgb(frame.width, frame.height, &png)?)?;
+            hits += usize::from(hit);
+            let extra = json!({
+                "hit": hit,
+                "segmentation_level": levels[seg.level],
+                "localization_level": levels[loc.level],
+                "candidates": loc.candidates.len(),
+            });
+            pairs.push(Pair {
+                frame: frame.stem().to_string(),
+                query: q.category.clone(),
+                iou: lerf::iou(&seg.mask, &q.mask),
+                extra: extra.as_object().cloned().unwrap_or_default(),
+            });
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let n = pairs.len().max(1);
+    let mut o = Outcome::new("2D", protocol.name().to_string(), "lerf.json", pairs)?;
+    let acc = hits as f64 / n as f64;
+    o.fields = vec![
+        (
+            "localization_accuracy".into(),
+            json!(acc),
+            format!("localization accuracy {acc:.4} ({hits}/{n})"),
+        ),
+        ("localization_hits".into(), json!(hits), String::new()),
+    ];
+    Ok(o)
 }
 
 /// The overlay of one query: the chosen level's blended relevancy in grey; predicted

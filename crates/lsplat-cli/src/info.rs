@@ -30,6 +30,7 @@ pub fn run() -> Result<()> {
             "MPI not compiled in (feature `mpi`)"
         }
     );
+    println!("{}", crate::clip::describe_runtime());
     for line in crate::plugins::describe() {
         println!("{line}");
     }

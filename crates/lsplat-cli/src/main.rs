@@ -2,7 +2,12 @@
 
 mod autoencoder;
 mod bench;
+mod clip;
 mod eval;
+mod eval_gaussians;
+mod eval_lerf3d;
+mod eval_ovs;
+mod eval_report;
 mod info;
 mod plugins;
 mod preprocess;
@@ -14,6 +19,7 @@ mod run;
 mod scene;
 mod semantic;
 mod synth;
+mod text;
 mod train;
 mod train_model;
 mod views;
@@ -47,7 +53,7 @@ enum Command {
     Solve(SolveArgs),
     /// Time training steps after a warm-up and report iterations/s and ms per phase.
     Bench(BenchArgs),
-    /// List the backends compiled in and the devices found.
+    /// List the backends compiled in, the devices found and the ONNX Runtime.
     Info,
     /// Convert datasets users already have into the engine's Parquet datasets.
     #[command(subcommand)]
@@ -61,7 +67,10 @@ enum Command {
     Autoencoder(autoencoder::AeCommand),
     /// Relevancy maps of text queries (npy + PNG heat map per camera and query).
     Query(query::QueryArgs),
-    /// Benchmarks on labelled data (LangSplat's LERF-OVS protocol).
+    /// Encode phrases with a CLIP model (ONNX) into a text embeddings file.
+    Embed(clip::EmbedArgs),
+    /// Benchmarks on labelled data: LERF-OVS (2D and 3D protocols), 3D-OVS, and
+    /// per-Gaussian segmentation against a labelled point cloud.
     #[command(subcommand)]
     Eval(eval::EvalCommand),
     /// From images to LangSplat language features: SAM masks at three levels, mask NMS,
@@ -217,6 +226,7 @@ fn main() -> std::process::ExitCode {
         Command::Render(a) => render::run(a),
         Command::Autoencoder(c) => autoencoder::run(c),
         Command::Query(a) => query::run(a),
+        Command::Embed(a) => clip::embed(a),
         Command::Eval(c) => eval::run(c),
         Command::Preprocess(a) => preprocess::run(a),
     };

@@ -21,9 +21,12 @@ pub struct QueryArgs {
     #[arg(long)]
     pub run: PathBuf,
     /// Text embeddings: `.parquet` (name, embedding) or `.npy` with a `.txt` of names;
-    /// must hold "object", "things", "stuff" and "texture" (docs/formats.md).
-    #[arg(long)]
-    pub text: PathBuf,
+    /// must hold "object", "things", "stuff" and "texture" (docs/formats.md). Without
+    /// it, the `--query` phrases are encoded with the CLIP model (`--clip`).
+    #[arg(long, conflicts_with = "clip")]
+    pub text: Option<PathBuf>,
+    #[command(flatten)]
+    pub clip: crate::clip::ClipArgs,
     /// Output folder: `<camera>/<query>.npy` and `.png`.
     #[arg(long)]
     pub out: PathBuf,
@@ -43,8 +46,14 @@ pub struct QueryArgs {
 
 /// Runs `query`.
 pub fn run(args: QueryArgs) -> Result<()> {
-    let text = lsplat_data::embeddings::read_embeddings(&args.text)?;
     let (run, dev) = open_run(&args.run, args.backend.as_deref())?;
+    let text = crate::clip::text_embeddings(
+        args.text.as_deref(),
+        &args.clip,
+        &run.config,
+        &args.query,
+        &args.run,
+    )?;
     let lift = Lift::new(
         &args.run,
         run.channels,
@@ -64,7 +73,7 @@ pub fn run(args: QueryArgs) -> Result<()> {
     if queries.is_empty() {
         bail!(
             "{}: no query phrases besides the canonical ones",
-            args.text.display()
+            text.path.display()
         );
     }
     dev.visit(QueryJob {

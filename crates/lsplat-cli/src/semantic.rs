@@ -262,3 +262,61 @@ pub fn image_relevancy<B: Backend>(
     })?;
     Ok(ImageRelevancy { maps, rgb })
 }
+
+/// Similarities `[rows, T]` of `[rows, channels]` features (per Gaussian, or per
+/// pixel) with `[T, text_dim]` text rows, lifted chunk by chunk: cosines in the text
+/// space (features and text rows are unit).
+pub fn row_similarities(
+    features: &[f32],
+    channels: usize,
+    lift: &Lift,
+    text: &[f32],
+) -> Result<Vec<f32>> {
+    let dim = lift.dim(channels);
+    let lifted_text = lift.text(text);
+    let t = lifted_text.len() / dim.max(1);
+    let mut out = Vec::with_capacity(features.len() / channels.max(1) * t);
+    for chunk in features.chunks(CHUNK * channels) {
+        let lifted = lift.apply(chunk, channels)?;
+        let rows = lifted.len() / dim;
+        let start = out.len();
+        out.resize(start + rows * t, 0.0);
+        gemm(
+            1.0,
+            MatRef::new(&lifted, rows, dim),
+            MatRef::new(&lifted_text, t, dim).t(),
+            0.0,
+            &mut out[start..],
+        );
+    }
+    Ok(out)
+}
+
+/// Relevancy `[rows, Q]` from `[rows, Q + J]` similarities whose last `J` columns are
+/// the canonical negatives'.
+pub fn relevancy_of(sims: &[f32], q: usize, j: usize) -> Vec<f32> {
+    sims.chunks_exact(q + j)
+        .flat_map(|row| {
+            let (pos, neg) = row.split_at(q);
+            pos.iter()
+                .map(|&s| lsplat_query::relevancy::from_similarities(s, neg))
+        })
+        .collect()
+}
+
+/// Renders `cam` and returns the similarities `[H·W, T]` of its lifted pixels with
+/// `text` rows (as [`row_similarities`]).
+pub fn image_similarities<B: Backend>(
+    views: &Views<'_, B>,
+    cam: &Camera,
+    lift: &Lift,
+    text: &[f32],
+) -> Result<Vec<f32>> {
+    let c = views.channels();
+    let mut out = Vec::new();
+    views.render(cam, |band| {
+        out.extend(row_similarities(band.features, c, lift, text)?);
+        Ok(())
+    })?;
+    Ok(out)
+}

@@ -175,7 +175,8 @@ pub fn pick_cameras<'c>(cameras: &'c [Camera], names: &[String]) -> Result<Vec<&
 
 /// A file-name-safe form of a phrase (`coffee mug` → `coffee_mug`).
 pub fn file_stem(s: &str) -> String {
-    s.chars()
+    let stem: String = s
+        .chars()
         .map(|c| {
             if c.is_alphanumeric() || c == '-' {
                 c
@@ -183,7 +184,20 @@ pub fn file_stem(s: &str) -> String {
                 '_'
             }
         })
-        .collect()
+        .collect();
+    // File names are at most 255 bytes: a long phrase keeps its first 100 bytes and
+    // gets a hash of the whole phrase, so two long phrases still differ.
+    if stem.len() <= 120 {
+        return stem;
+    }
+    let mut cut = 100;
+    while !stem.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let h = s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{}-{h:016x}", &stem[..cut])
 }
 
 /// A run with the device it renders on: the run's configured backend, or `backend`.

@@ -192,6 +192,19 @@ fn autoencoder_v1_training_and_queries() {
     for (g, w) in rel.data.iter().zip(&want) {
         assert!((g - w).abs() < 1e-5, "{g} vs {w}");
     }
+    // The 3D protocol decodes each Gaussian's code through the autoencoder: its
+    // selections are the library's on the decoded per-Gaussian features.
+    let (objects, size) = known_objects(r);
+    let labels = label(r, "frame_00003", size, &objects.join(","));
+    let j3 = eval_lerf_3d(
+        &run3,
+        &labels,
+        &text,
+        &r.join("eval3"),
+        &["--model", s(&ae)],
+    );
+    let codes = read_npy(&run3.join("features.npy")).unwrap().data;
+    check_3d_selections(&j3, &model.decode(&codes, 1).unwrap(), 512, &text);
     // Bad input: a 3-channel run without a model; a model of another dimension;
     // embeddings of the wrong width; a missing canonical phrase.
     let e = fails(&[

@@ -149,6 +149,24 @@ fn langsplat_v2_runs_render_query_and_eval() {
         j1["miou"].as_f64().unwrap(),
         j1["localization_accuracy"].as_f64().unwrap()
     );
+    // The 3D protocol decodes each Gaussian's code weights through the codebook:
+    // its selections are the library's on Bᵀw decoded here in float64.
+    let j3 = eval_lerf_3d(&run, &labels, &text, &r.join("eval3"), &[]);
+    let mut per_gaussian: Vec<f32> = back
+        .features
+        .chunks_exact(64)
+        .flat_map(|w| {
+            let book = &book;
+            (0..512).map(move |j| {
+                w.iter()
+                    .enumerate()
+                    .map(|(c, &x)| f64::from(x) * f64::from(book[c * 512 + j]))
+                    .sum::<f64>() as f32
+            })
+        })
+        .collect();
+    lsplat_query::normalize_rows(&mut per_gaussian, 512);
+    check_3d_selections(&j3, &per_gaussian, 512, &text);
     // Bad input: an autoencoder for a V2 run; embeddings narrower than the codebook;
     // a garbled codes file.
     let ae = r.join("ae.safetensors");

@@ -66,6 +66,59 @@ impl TextEmbeddings {
     }
 }
 
+/// Writes named embeddings as the Parquet layout (`name` Utf8, `embedding`
+/// `FixedSizeList<Float32, D>`), atomically.
+pub fn write_embeddings(
+    path: &Path,
+    names: &[String],
+    dim: usize,
+    values: &[f32],
+) -> Result<(), DataError> {
+    use std::sync::Arc;
+
+    use arrow_array::{FixedSizeListArray, Float32Array, RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+
+    if dim == 0 || values.len() != names.len() * dim {
+        return Err(DataError::format(
+            path,
+            format!(
+                "{} values are not {} rows of {dim}",
+                values.len(),
+                names.len()
+            ),
+        ));
+    }
+    let item = Arc::new(Field::new_list_field(DataType::Float32, false));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("name", DataType::Utf8, false),
+        Field::new(
+            "embedding",
+            DataType::FixedSizeList(item.clone(), dim as i32),
+            false,
+        ),
+    ]));
+    let bad = |e: String| DataError::format(path, e);
+    let list = FixedSizeListArray::try_new(
+        item,
+        dim as i32,
+        Arc::new(Float32Array::from(values.to_vec())),
+        None,
+    )
+    .map_err(|e| bad(e.to_string()))?;
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(StringArray::from(names.to_vec())), Arc::new(list)],
+    )
+    .map_err(|e| bad(e.to_string()))?;
+    let mut bytes = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut bytes, schema, None)
+        .map_err(|e| bad(e.to_string()))?;
+    w.write(&batch).map_err(|e| bad(e.to_string()))?;
+    w.close().map_err(|e| bad(e.to_string()))?;
+    crate::io::write_bytes_atomic(path, &bytes)
+}
+
 /// Reads an embeddings file (`.parquet`, or `.npy` with its `.txt` of names).
 pub fn read_embeddings(path: &Path) -> Result<TextEmbeddings, DataError> {
     let ext = path
@@ -275,5 +328,9 @@ mod tests {
         write_parquet(&p, &["x", "y"], 1, vec![1.0, 0.0]);
         let e = read_embeddings(&p).unwrap_err().to_string();
         assert!(e.contains("\"y\" is zero"), "{e}");
+        let names = vec!["object".to_string(), "mug".to_string()];
+        write_embeddings(&p, &names, 2, &[0.6, 0.8, 0.0, 1.0]).unwrap();
+        let e = read_embeddings(&p).unwrap();
+        assert_eq!((e.names, e.values), (names, vec![0.6, 0.8, 0.0, 1.0]));
     }
 }

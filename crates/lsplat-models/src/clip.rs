@@ -7,8 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::contract::{DType, TensorSpec};
 use crate::preprocess::{RgbImage, SIZE, clip_pixels};
-use crate::session::{DType, Input, OnnxModel, SessionOptions, TensorSpec};
+use crate::session::{OnnxModel, SessionOptions};
 use crate::tokenizer::{CONTEXT, Tokenizer};
 use crate::{ModelError, Runtime};
 
@@ -111,45 +112,6 @@ fn normalise_rows(path: &Path, values: &mut [f32], dim: usize) -> Result<(), Mod
     Ok(())
 }
 
-/// Runs `model` over `rows` items of `row_len` values in batches of `batch`, checks
-/// each result is `[b, D]` with the same D, and returns `[rows, D]` unit rows.
-fn run_batches<T: Copy>(
-    model: &mut OnnxModel,
-    input: &str,
-    data: &[T],
-    row_shape: &[usize],
-    batch: usize,
-    make: for<'a> fn(&'a [usize], &'a [T]) -> Input<'a>,
-    progress: &mut dyn FnMut(usize, usize),
-) -> Result<(usize, Vec<f32>), ModelError> {
-    let row_len: usize = row_shape.iter().product();
-    let rows = data.len() / row_len;
-    let mut out = Vec::new();
-    let mut dim = 0usize;
-    let mut done = 0usize;
-    progress(0, rows);
-    for chunk in data.chunks(batch.max(1) * row_len) {
-        let b = chunk.len() / row_len;
-        let mut shape = vec![b];
-        shape.extend_from_slice(row_shape);
-        let (oshape, values) = model.run(&[(input, make(&shape, chunk))])?;
-        if oshape.len() != 2 || oshape[0] != b || oshape[1] == 0 || (dim != 0 && oshape[1] != dim) {
-            return Err(ModelError::contract(
-                model.path(),
-                format!(
-                    "the first output has shape {oshape:?} for a batch of {b}; the contract is [B, D]"
-                ),
-            ));
-        }
-        dim = oshape[1];
-        out.extend(values);
-        done += b;
-        progress(done, rows);
-    }
-    normalise_rows(model.path(), &mut out, dim.max(1))?;
-    Ok((dim, out))
-}
-
 /// CLIP's text encoder with its tokenizer.
 #[derive(Debug)]
 pub struct ClipText {
@@ -218,15 +180,11 @@ impl ClipText {
             }
             ids.extend(tok.ids);
         }
-        run_batches(
-            &mut self.model,
-            TEXT_INPUT,
-            &ids,
-            &[CONTEXT],
-            self.batch,
-            |s, d| Input::I64(s, d),
-            progress,
-        )
+        let (dim, mut values) =
+            self.model
+                .run_batched_i64(TEXT_INPUT, &ids, &[CONTEXT], self.batch, progress)?;
+        normalise_rows(self.model.path(), &mut values, dim)?;
+        Ok((dim, values))
     }
 }
 
@@ -277,21 +235,21 @@ impl ClipImage {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<(usize, Vec<f32>), ModelError> {
         let per = 3 * SIZE * SIZE;
-        if pixels.is_empty() || pixels.len() % per != 0 {
+        if pixels.is_empty() || !pixels.len().is_multiple_of(per) {
             return Err(ModelError::Shape(format!(
                 "{} values are not a whole number of [3, 224, 224] images",
                 pixels.len()
             )));
         }
-        run_batches(
-            &mut self.model,
+        let (dim, mut values) = self.model.run_batched_f32(
             IMAGE_INPUT,
             pixels,
             &[3, SIZE, SIZE],
             self.batch,
-            |s, d| Input::F32(s, d),
             progress,
-        )
+        )?;
+        normalise_rows(self.model.path(), &mut values, dim)?;
+        Ok((dim, values))
     }
 
     /// `[N, D]` unit embeddings of whole images, each through open_clip's transform.

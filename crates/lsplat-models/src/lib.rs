@@ -12,6 +12,7 @@
 //!   shortest side to 224, centre crop, mean/std normalisation).
 
 pub mod clip;
+pub mod contract;
 pub mod error;
 pub mod preprocess;
 pub mod runtime;
@@ -19,6 +20,7 @@ pub mod session;
 pub mod tokenizer;
 
 pub use clip::{ClipImage, ClipModel, ClipText};
+pub use contract::{DType, TensorInfo, TensorSpec};
 pub use error::ModelError;
 pub use runtime::Runtime;
-pub use session::{Accelerator, DType, Input, OnnxModel, SessionOptions, TensorInfo, TensorSpec};
+pub use session::{Accelerator, Input, OnnxModel, SessionOptions};

@@ -17,7 +17,9 @@ use crate::ModelError;
 pub const SIZE: usize = 224;
 /// OpenAI CLIP's per-channel mean (RGB).
 pub const MEAN: [f32; 3] = [0.481_454_66, 0.457_827_5, 0.408_210_73];
-/// OpenAI CLIP's per-channel standard deviation (RGB).
+/// OpenAI CLIP's per-channel standard deviation (RGB), as published (rounded to f32
+/// here as torch rounds it).
+#[allow(clippy::excessive_precision)]
 pub const STD: [f32; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_11];
 
 /// An 8-bit RGB image, row-major, 3 bytes per pixel.
@@ -177,13 +179,13 @@ pub fn resize_bicubic(src: &RgbImage, width: usize, height: usize) -> RgbImage {
                 let mut s = [half; 3];
                 for (i, &w) in k.iter().enumerate() {
                     let p = &row[(x0 + i) * 3..(x0 + i) * 3 + 3];
-                    for c in 0..3 {
-                        s[c] += p[c] as i64 * w as i64;
+                    for (acc, &v) in s.iter_mut().zip(p) {
+                        *acc += v as i64 * w as i64;
                     }
                 }
                 let o = ((y - y0) * width + xx) * 3;
-                for c in 0..3 {
-                    data[o + c] = clip8(s[c]);
+                for (d, &acc) in data[o..o + 3].iter_mut().zip(&s) {
+                    *d = clip8(acc);
                 }
             }
         }
@@ -205,13 +207,13 @@ pub fn resize_bicubic(src: &RgbImage, width: usize, height: usize) -> RgbImage {
             let mut s = [half; 3];
             for (i, &w) in k.iter().enumerate() {
                 let o = ((y0 + i) * width + xx) * 3;
-                for c in 0..3 {
-                    s[c] += img.data[o + c] as i64 * w as i64;
+                for (acc, &v) in s.iter_mut().zip(&img.data[o..o + 3]) {
+                    *acc += v as i64 * w as i64;
                 }
             }
             let o = (yy * width + xx) * 3;
-            for c in 0..3 {
-                data[o + c] = clip8(s[c]);
+            for (d, &acc) in data[o..o + 3].iter_mut().zip(&s) {
+                *d = clip8(acc);
             }
         }
     }
@@ -252,8 +254,8 @@ pub fn normalize(img: &RgbImage) -> Vec<f32> {
     let n = img.width * img.height;
     let mut out = vec![0f32; 3 * n];
     for (i, px) in img.data.chunks_exact(3).enumerate() {
-        for c in 0..3 {
-            out[c * n + i] = (px[c] as f32 / 255.0 - MEAN[c]) / STD[c];
+        for (c, &v) in px.iter().enumerate() {
+            out[c * n + i] = (v as f32 / 255.0 - MEAN[c]) / STD[c];
         }
     }
     out

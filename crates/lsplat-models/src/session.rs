@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use lsplat_core::config::{BackendKind, DeviceConfig};
 use ort::ep::{self, ExecutionProvider};
 use ort::session::Session;
-use ort::value::{TensorElementType, TensorRef, ValueType};
+use ort::value::TensorRef;
 
+use crate::contract::{TensorInfo, TensorSpec};
 use crate::{ModelError, Runtime};
 
 /// Which accelerator a session tries before the CPU.
@@ -76,125 +77,6 @@ impl Default for SessionOptions {
             ordinal: 0,
             threads: 0,
         }
-    }
-}
-
-/// Element types the contracts use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DType {
-    /// 32-bit float.
-    F32,
-    /// 64-bit integer.
-    I64,
-}
-
-impl DType {
-    fn of(t: TensorElementType) -> Option<DType> {
-        match t {
-            TensorElementType::Float32 => Some(DType::F32),
-            TensorElementType::Int64 => Some(DType::I64),
-            _ => None,
-        }
-    }
-
-    /// The ONNX name (`float32`, `int64`).
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "float32",
-            DType::I64 => "int64",
-        }
-    }
-}
-
-/// A model input or output as the file declares it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TensorInfo {
-    /// Its name.
-    pub name: String,
-    /// Element type; `None` for types the engine does not use (named in `type_name`).
-    pub dtype: Option<DType>,
-    /// The element type as ONNX Runtime names it.
-    pub type_name: String,
-    /// Dimensions; `None` where the model leaves one free (a symbolic batch size).
-    pub dims: Option<Vec<Option<usize>>>,
-}
-
-impl TensorInfo {
-    fn from_outlet(name: &str, t: &ValueType) -> TensorInfo {
-        match t {
-            ValueType::Tensor { ty, shape, .. } => TensorInfo {
-                name: name.to_string(),
-                dtype: DType::of(*ty),
-                type_name: format!("{ty:?}"),
-                dims: Some(
-                    shape
-                        .iter()
-                        .map(|&d| if d >= 0 { Some(d as usize) } else { None })
-                        .collect(),
-                ),
-            },
-            other => TensorInfo {
-                name: name.to_string(),
-                dtype: None,
-                type_name: format!("{other:?}"),
-                dims: None,
-            },
-        }
-    }
-
-    /// `name: float32 [B, 3, 224, 224]` (free dimensions as `?`).
-    pub fn describe(&self) -> String {
-        let dims = match &self.dims {
-            Some(d) => d
-                .iter()
-                .map(|x| x.map_or("?".to_string(), |v| v.to_string()))
-                .collect::<Vec<_>>()
-                .join(", "),
-            None => "not a tensor".into(),
-        };
-        let ty = self.dtype.map_or(self.type_name.as_str(), |d| d.name());
-        format!("`{}`: {ty} [{dims}]", self.name)
-    }
-}
-
-/// What a contract requires of a tensor: its name (for inputs), type and dimensions
-/// (`None` = any size, e.g. the batch).
-#[derive(Clone, Debug)]
-pub struct TensorSpec<'a> {
-    /// Required name; `None` = any (outputs are taken by position).
-    pub name: Option<&'a str>,
-    /// Element type.
-    pub dtype: DType,
-    /// Dimensions; `None` entries accept any size (fixed or free in the model).
-    pub dims: &'a [Option<usize>],
-}
-
-impl TensorSpec<'_> {
-    fn describe(&self) -> String {
-        let dims = self
-            .dims
-            .iter()
-            .map(|x| x.map_or("B".to_string(), |v| v.to_string()))
-            .collect::<Vec<_>>()
-            .join(", ");
-        match self.name {
-            Some(n) => format!("`{n}`: {} [{dims}]", self.dtype.name()),
-            None => format!("{} [{dims}]", self.dtype.name()),
-        }
-    }
-
-    /// Whether `t` satisfies the spec (names aside).
-    fn accepts(&self, t: &TensorInfo) -> bool {
-        t.dtype == Some(self.dtype)
-            && t.dims.as_ref().is_some_and(|d| {
-                d.len() == self.dims.len()
-                    && d.iter()
-                        .zip(self.dims)
-                        .all(|(have, want)| match (have, want) {
-                            (_, None) | (None, Some(_)) => true,
-                            (Some(h), Some(w)) => h == w,
-                        })
-            })
     }
 }
 
@@ -426,6 +308,94 @@ impl OnnxModel {
             out.push((name, shape, data.to_vec()));
         }
         Ok(out)
+    }
+}
+
+impl OnnxModel {
+    /// Runs the model over the rows of `data` (each of `row_shape`), `batch` rows per
+    /// run, as its input `input`; the first output must be `[b, D]` for a batch of b
+    /// (the same D every run). Returns D and the `[rows, D]` outputs, calling
+    /// `progress(done, rows)` before the first run and after each.
+    pub fn run_batched_f32(
+        &mut self,
+        input: &str,
+        data: &[f32],
+        row_shape: &[usize],
+        batch: usize,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(usize, Vec<f32>), ModelError> {
+        self.batched(
+            input,
+            data,
+            row_shape,
+            batch,
+            |s, d| Input::F32(s, d),
+            progress,
+        )
+    }
+
+    /// [`OnnxModel::run_batched_f32`] for an int64 input.
+    pub fn run_batched_i64(
+        &mut self,
+        input: &str,
+        data: &[i64],
+        row_shape: &[usize],
+        batch: usize,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(usize, Vec<f32>), ModelError> {
+        self.batched(
+            input,
+            data,
+            row_shape,
+            batch,
+            |s, d| Input::I64(s, d),
+            progress,
+        )
+    }
+
+    fn batched<T: Copy>(
+        &mut self,
+        input: &str,
+        data: &[T],
+        row_shape: &[usize],
+        batch: usize,
+        make: for<'a> fn(&'a [usize], &'a [T]) -> Input<'a>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(usize, Vec<f32>), ModelError> {
+        let row_len: usize = row_shape.iter().product();
+        if row_len == 0 || data.is_empty() || !data.len().is_multiple_of(row_len) {
+            return Err(ModelError::Shape(format!(
+                "{}: {} input values are not a whole number of rows of {row_shape:?}",
+                self.path.display(),
+                data.len()
+            )));
+        }
+        let rows = data.len() / row_len;
+        let (mut out, mut dim, mut done) = (Vec::new(), 0usize, 0usize);
+        progress(0, rows);
+        for chunk in data.chunks(batch.max(1) * row_len) {
+            let b = chunk.len() / row_len;
+            let mut shape = vec![b];
+            shape.extend_from_slice(row_shape);
+            let (oshape, values) = self.run(&[(input, make(&shape, chunk))])?;
+            if oshape.len() != 2
+                || oshape[0] != b
+                || oshape[1] == 0
+                || (dim != 0 && oshape[1] != dim)
+            {
+                return Err(ModelError::contract(
+                    &self.path,
+                    format!(
+                        "the first output has shape {oshape:?} for a batch of {b}; the contract is [B, D]"
+                    ),
+                ));
+            }
+            dim = oshape[1];
+            out.extend(values);
+            done += b;
+            progress(done, rows);
+        }
+        Ok((dim, out))
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use lsplat_models::clip::{ClipImage, ClipModel, ClipText};
 use lsplat_models::preprocess::{RgbImage, clip_pixels};
-use lsplat_models::{ModelError, SessionOptions, runtime};
+use lsplat_models::{Accelerator, ModelError, SessionOptions, runtime};
 
 struct Setup {
     py: String,
@@ -249,6 +249,19 @@ fn bad_model_folders_are_errors_naming_the_file() {
     let e = text_err(&vocab, s.rt);
     assert!(e.contains("not CLIP's vocabulary"), "{e}");
 
+    // A folder without the vocabulary: an error naming it, or the file given apart
+    // (`models.clip_vocab`, `--vocab`).
+    let novocab = d.join("novocab");
+    copy_dir(&good, &novocab);
+    std::fs::remove_file(novocab.join("bpe_simple_vocab_16e6.txt.gz")).unwrap();
+    let e = text_err(&novocab, s.rt);
+    assert!(
+        e.contains("novocab/bpe_simple_vocab_16e6.txt.gz") && e.contains("no such file"),
+        "{e}"
+    );
+    let apart = ClipModel::at(&novocab, Some(&good.join("bpe_simple_vocab_16e6.txt.gz"))).unwrap();
+    ClipText::load(&apart, s.rt, &opts()).unwrap();
+
     let clip = ClipModel::at(&good, None).unwrap();
     let mut text = ClipText::load(&clip, s.rt, &opts()).unwrap();
     let e = text.encode(&["  \u{3000}\t"], &mut |_, _| {}).unwrap_err();
@@ -262,6 +275,43 @@ fn bad_model_folders_are_errors_naming_the_file() {
     assert!(
         e.contains("nope") && e.contains("no such CLIP model folder"),
         "{e}"
+    );
+}
+
+#[test]
+fn a_missing_accelerator_falls_back_to_the_cpu() {
+    let Some(s) = setup("execution provider fall-back") else {
+        return;
+    };
+    let clip = ClipModel::at(&s.dir.path().join("clip"), None).unwrap();
+    for acc in [Accelerator::Cuda, Accelerator::Amd, Accelerator::Auto] {
+        let opts = SessionOptions {
+            accelerator: acc,
+            ordinal: 0,
+            threads: 1,
+        };
+        let mut text = ClipText::load(&clip, s.rt, &opts).unwrap();
+        let wanted = match acc {
+            Accelerator::Cuda => "CUDAExecutionProvider",
+            _ => "ROCMExecutionProvider",
+        };
+        // On a runtime with the provider and a device, it is used; otherwise the CPU.
+        let p = text.model().provider().to_string();
+        if s.rt.has_provider(wanted) && p != "CPUExecutionProvider" {
+            eprintln!("{acc:?} runs on {p}");
+        } else {
+            assert_eq!(p, "CPUExecutionProvider", "{acc:?}");
+        }
+        let (d, _) = text.encode(&["mug"], &mut |_, _| {}).unwrap();
+        assert_eq!(d, 24);
+    }
+    assert_eq!(
+        Accelerator::from_backend(lsplat_core::config::BackendKind::Simt),
+        Accelerator::Cpu
+    );
+    assert_eq!(
+        Accelerator::from_backend(lsplat_core::config::BackendKind::Hip),
+        Accelerator::Amd
     );
 }
 

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use lsplat_models::session::{DType, Input, OnnxModel, SessionOptions, TensorInfo};
 use lsplat_models::{ClipImage, Runtime};
+use lsplat_models::{DType, Input, OnnxModel, SessionOptions, TensorInfo};
 
 use crate::PrepError;
 use crate::model::{ClipEncoder, Decoded, Embedding, ImageEncoder, MaskDecoder};

@@ -14,6 +14,13 @@
 //! `segmentation` may also be a list of rings `[[[x, y], ...], ...]`, filled together
 //! with the even–odd rule (several parts, or a hole inside a part) — what
 //! `cv2.fillPoly` does with several contours.
+//!
+//! Shapes that cannot be scored are errors naming the file, the object and the shape:
+//! an inverted box (`x2 < x1` or `y2 < y1`), a box or polygon that covers no pixel of
+//! the image (entirely outside it), a file without objects, and (in
+//! [`read_frames`]) two files naming one frame. Shapes partly outside the image
+//! (a coordinate beyond `[0, width] × [0, height]`) are clipped to it and counted in
+//! [`Frame::clipped`], which the evaluation reports.
 
 use std::path::{Path, PathBuf};
 
@@ -45,6 +52,8 @@ pub struct Frame {
     pub height: u32,
     /// The objects in file order.
     pub objects: Vec<Object>,
+    /// Objects with a box or polygon partly outside the image (clipped to it).
+    pub clipped: usize,
 }
 
 /// A query of a frame: a category with its ground truth.
@@ -121,6 +130,7 @@ pub fn parse_frame(text: &str, path: &Path) -> Result<Frame, QueryError> {
         .as_array()
         .ok_or_else(|| bad("`objects` is missing or not a list".into()))?;
     let mut objects = Vec::with_capacity(objs.len());
+    let mut clipped = 0;
     for (i, o) in objs.iter().enumerate() {
         let at = |p: &str| bad(format!("object {i}: {p}"));
         let category = o["category"]
@@ -140,11 +150,50 @@ pub fn parse_frame(text: &str, path: &Path) -> Result<Frame, QueryError> {
             .ok_or_else(|| at("`bbox` is not four numbers [x1, y1, x2, y2]"))?;
         let rings = parse_rings(&o["segmentation"])
             .ok_or_else(|| at("`segmentation` is not a polygon [[x, y], …] or a list of them"))?;
+        let shape = |p: &str| bad(format!("object {i} (`{category}`): {p}"));
+        let [x1, y1, x2, y2] = bbox;
+        if x2 < x1 || y2 < y1 {
+            return Err(shape(&format!(
+                "inverted `bbox` {bbox:?}: [x1, y1, x2, y2] needs x1 ≤ x2 and y1 ≤ y2"
+            )));
+        }
+        let (w, h) = (f64::from(width), f64::from(height));
+        if box_pixels(&bbox, width, height) == 0 {
+            return Err(shape(&format!(
+                "`bbox` {bbox:?} {}",
+                no_pixel(
+                    x2 < 0.0 || y2 < 0.0 || x1 > w - 1.0 || y1 > h - 1.0,
+                    width,
+                    height
+                )
+            )));
+        }
+        if ring_pixels(&rings, width as usize, height as usize) == 0 {
+            let outside = rings.iter().flatten().all(|p| {
+                p[0] < 0 || p[1] < 0 || p[0] >= i64::from(width) || p[1] >= i64::from(height)
+            });
+            return Err(shape(&format!(
+                "`segmentation` {}",
+                no_pixel(outside, width, height)
+            )));
+        }
+        let beyond = |v: f64, max: f64| v < 0.0 || v > max;
+        let box_out = beyond(x1, w) || beyond(x2, w) || beyond(y1, h) || beyond(y2, h);
+        let ring_out = rings
+            .iter()
+            .flatten()
+            .any(|p| beyond(p[0] as f64, w) || beyond(p[1] as f64, h));
+        clipped += usize::from(box_out || ring_out);
         objects.push(Object {
             category,
             bbox,
             rings,
         });
+    }
+    if objects.is_empty() {
+        return Err(bad(
+            "no objects: a label file must label at least one object".into(),
+        ));
     }
     Ok(Frame {
         path: path.to_path_buf(),
@@ -152,7 +201,62 @@ pub fn parse_frame(text: &str, path: &Path) -> Result<Frame, QueryError> {
         width,
         height,
         objects,
+        clipped,
     })
+}
+
+/// The words of an error about a shape covering no pixel.
+fn no_pixel(outside: bool, w: u32, h: u32) -> String {
+    if outside {
+        format!("lies entirely outside the {w}x{h} image")
+    } else {
+        format!("covers no pixel of the {w}x{h} image")
+    }
+}
+
+/// Pixels `(x, y)` (integers, inside the image) of a box, bounds inclusive.
+fn box_pixels(b: &[f64; 4], w: u32, h: u32) -> u64 {
+    let span = |lo: f64, hi: f64, n: u32| {
+        let (lo, hi) = (lo.max(0.0).ceil(), hi.min(f64::from(n) - 1.0).floor());
+        if hi >= lo { (hi - lo) as u64 + 1 } else { 0 }
+    };
+    span(b[0], b[2], w) * span(b[1], b[3], h)
+}
+
+/// Reads every label file of a folder (`*.json`, sorted by name); a folder without
+/// label files and two files naming one frame (the same image stem) are errors.
+pub fn read_frames(dir: &Path) -> Result<Vec<Frame>, QueryError> {
+    let io = |error| QueryError::Io {
+        path: dir.to_path_buf(),
+        error,
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(QueryError::labels(dir, "no label files (*.json)"));
+    }
+    let frames: Vec<Frame> = files
+        .iter()
+        .map(|p| read_frame(p))
+        .collect::<Result<_, _>>()?;
+    for (k, f) in frames.iter().enumerate() {
+        if let Some(first) = frames[..k].iter().find(|g| g.stem() == f.stem()) {
+            return Err(QueryError::labels(
+                &f.path,
+                format!(
+                    "names frame `{}` (image `{}`), as {} does: one label file per frame",
+                    f.stem(),
+                    f.image,
+                    first.path.display()
+                ),
+            ));
+        }
+    }
+    Ok(frames)
 }
 
 fn point(v: &Value) -> Option<[i64; 2]> {
@@ -187,6 +291,19 @@ fn parse_rings(v: &Value) -> Option<Vec<Vec<[i64; 2]>>> {
 /// Fills rings (even–odd) into a `[h, w]` 0/1 mask, outlines included.
 pub fn fill_rings(rings: &[Vec<[i64; 2]>], w: usize, h: usize) -> Vec<u8> {
     let mut m = vec![0u8; w * h];
+    for_each_pixel(rings, w, h, |x, y| m[y * w + x] = 1);
+    m
+}
+
+/// The number of pixels [`fill_rings`] sets (without allocating the image).
+pub fn ring_pixels(rings: &[Vec<[i64; 2]>], w: usize, h: usize) -> usize {
+    let mut n = 0;
+    for_each_pixel(rings, w, h, |_, _| n += 1);
+    n
+}
+
+/// Calls `put(x, y)` for every image pixel inside a ring or on its outline.
+fn for_each_pixel(rings: &[Vec<[i64; 2]>], w: usize, h: usize, mut put: impl FnMut(usize, usize)) {
     let pts = rings.iter().flatten();
     let (Some(x0), Some(x1), Some(y0), Some(y1)) = (
         pts.clone().map(|p| p[0]).min(),
@@ -194,12 +311,15 @@ pub fn fill_rings(rings: &[Vec<[i64; 2]>], w: usize, h: usize) -> Vec<u8> {
         pts.clone().map(|p| p[1]).min(),
         pts.map(|p| p[1]).max(),
     ) else {
-        return m;
+        return;
     };
+    if w == 0 || h == 0 {
+        return;
+    }
     let clampx = |v: i64| v.clamp(0, w as i64 - 1) as usize;
     let clampy = |v: i64| v.clamp(0, h as i64 - 1) as usize;
     if x1 < 0 || y1 < 0 || x0 >= w as i64 || y0 >= h as i64 {
-        return m;
+        return;
     }
     let edges: Vec<([i64; 2], [i64; 2])> = rings
         .iter()
@@ -233,99 +353,11 @@ pub fn fill_rings(rings: &[Vec<[i64; 2]>], w: usize, h: usize) -> Vec<u8> {
                 }
             }
             if on_edge || inside {
-                m[y * w + x] = 1;
+                put(x, y);
             }
         }
     }
-    m
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn frame(objects: &str) -> Frame {
-        let t = format!(
-            r#"{{"info": {{"width": 10, "height": 8, "name": "frame_00007.jpg"}}, "objects": [{objects}]}}"#
-        );
-        parse_frame(&t, Path::new("frame_00007.json")).unwrap()
-    }
-
-    fn count(m: &[u8]) -> usize {
-        m.iter().filter(|v| **v != 0).count()
-    }
-
-    #[test]
-    fn rectangles_holes_parts_and_union() {
-        // A rectangle (1,1)-(6,5): 6×5 pixels, bounds inclusive as cv2.fillPoly.
-        let f = frame(
-            r#"{"category": "box", "bbox": [1, 1, 6, 5], "segmentation": [[1, 1], [6, 1], [6, 5], [1, 5]]}"#,
-        );
-        assert_eq!((f.stem(), f.number()), ("frame_00007", Some(7)));
-        let q = f.queries();
-        assert_eq!(count(&q[0].mask), 30);
-        assert_eq!(q[0].mask[10 + 1], 1);
-        assert_eq!(q[0].mask[5 * 10 + 6], 1);
-        assert_eq!(q[0].mask[6 * 10 + 6], 0);
-        // A hole: outer 0..8 × 0..6 (63 px) minus the hole's interior (3..5 × 2..4
-        // outline stays filled; interior (4, 3) only).
-        let f = frame(
-            r#"{"category": "ring", "bbox": [0, 0, 8, 6], "segmentation": [[[0, 0], [8, 0], [8, 6], [0, 6]], [[3, 2], [5, 2], [5, 4], [3, 4]]]}"#,
-        );
-        let m = &f.queries()[0].mask;
-        assert_eq!(count(m), 63 - 1);
-        assert_eq!(m[3 * 10 + 4], 0);
-        assert_eq!(m[2 * 10 + 3], 1);
-        // Two parts in one object, and two objects of one category (union, both boxes);
-        // float vertices are truncated.
-        let f = frame(
-            r#"{"category": "cup", "bbox": [0, 0, 1, 1], "segmentation": [[[0, 0], [1.9, 0], [1, 1], [0, 1]], [[8, 6], [9, 6], [9, 7], [8, 7]]]},
-               {"category": "plate", "bbox": [4, 4, 5, 5], "segmentation": [[4, 4], [5, 4], [5, 5], [4, 5]]},
-               {"category": "cup", "bbox": [3, 0, 3, 0], "segmentation": [[3, 0], [3, 0], [3, 0]]}"#,
-        );
-        let q = f.queries();
-        assert_eq!(
-            q.iter().map(|q| q.category.as_str()).collect::<Vec<_>>(),
-            ["cup", "plate"]
-        );
-        assert_eq!(count(&q[0].mask), 4 + 4 + 1);
-        assert_eq!(q[0].boxes.len(), 2);
-        assert_eq!(count(&q[1].mask), 4);
-        // A triangle: pixels inside or on the outline.
-        let f = frame(
-            r#"{"category": "t", "bbox": [0, 0, 4, 4], "segmentation": [[0, 0], [4, 0], [0, 4]]}"#,
-        );
-        assert_eq!(count(&f.queries()[0].mask), 5 + 4 + 3 + 2 + 1);
-        // Off-image parts are clipped.
-        let f = frame(
-            r#"{"category": "big", "bbox": [-5, -5, 20, 20], "segmentation": [[-5, -5], [20, -5], [20, 20], [-5, 20]]}"#,
-        );
-        assert_eq!(count(&f.queries()[0].mask), 80);
-    }
-
-    #[test]
-    fn bad_files_name_the_file_and_the_problem() {
-        let p = Path::new("frame_00001.json");
-        for (text, want) in [
-            ("{", "not valid JSON"),
-            (
-                r#"{"info": {"width": 4, "name": "a.jpg"}, "objects": []}"#,
-                "info.height",
-            ),
-            (
-                r#"{"info": {"width": 4, "height": 4, "name": "a.jpg"}, "objects": [{"category": "x", "bbox": [1, 2], "segmentation": [[0, 0]]}]}"#,
-                "object 0: `bbox`",
-            ),
-            (
-                r#"{"info": {"width": 4, "height": 4, "name": "a.jpg"}, "objects": [{"category": "x", "bbox": [1, 2, 3, 4], "segmentation": [[0, "a"]]}]}"#,
-                "object 0: `segmentation`",
-            ),
-        ] {
-            let e = parse_frame(text, p).unwrap_err().to_string();
-            assert!(
-                e.starts_with("frame_00001.json: ") && e.contains(want),
-                "{e}"
-            );
-        }
-    }
-}
+mod tests;

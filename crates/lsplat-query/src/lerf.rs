@@ -210,7 +210,7 @@ pub fn iou(pred: &[u8], gt: &[u8]) -> f64 {
 }
 
 /// Index of the first maximum.
-fn first_max(v: &[f32]) -> usize {
+pub fn first_max(v: &[f32]) -> usize {
     let mut best = 0;
     for (i, x) in v.iter().enumerate() {
         if *x > v[best] {

@@ -61,15 +61,17 @@ pub fn relevancy(
     let mut out = Vec::with_capacity(p * q);
     for row in sims.chunks_exact(q + n) {
         let (pos, neg) = row.split_at(q);
-        for &s in pos {
-            let worst = neg
-                .iter()
-                .map(|&sn| 1.0 / (1.0 + (TEMPERATURE * (sn - s)).exp()))
-                .fold(f32::INFINITY, f32::min);
-            out.push(worst);
-        }
+        out.extend(pos.iter().map(|&s| from_similarities(s, neg)));
     }
     Ok(out)
+}
+
+/// The relevancy of a feature whose similarity with the query is `s` and with the
+/// negatives `neg`: `min_j 1/(1 + e^{10(neg_j − s)})`.
+pub fn from_similarities(s: f32, neg: &[f32]) -> f32 {
+    neg.iter()
+        .map(|&sn| 1.0 / (1.0 + (TEMPERATURE * (sn - s)).exp()))
+        .fold(f32::INFINITY, f32::min)
 }
 
 #[cfg(test)]

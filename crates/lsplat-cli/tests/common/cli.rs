@@ -220,3 +220,65 @@ pub fn eval_lerf(
     assert!(said.contains("mIoU"), "{said}");
     serde_json::from_str(&std::fs::read_to_string(out.join("lerf.json")).unwrap()).unwrap()
 }
+
+/// `eval lerf … --protocol 3d`, and the `lerf_3d.json` it wrote.
+pub fn eval_lerf_3d(
+    run: &Path,
+    labels: &Path,
+    text: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> serde_json::Value {
+    let mut args = vec![
+        "eval",
+        "lerf",
+        "--protocol",
+        "3d",
+        "--run",
+        s(run),
+        "--labels",
+        s(labels),
+        "--text",
+        s(text),
+        "--out",
+        s(out),
+    ];
+    args.extend(extra);
+    let said = ok(&args);
+    assert!(said.contains("mIoU"), "{said}");
+    serde_json::from_str(&std::fs::read_to_string(out.join("lerf_3d.json")).unwrap()).unwrap()
+}
+
+/// Checks the 3D protocol's selections (`lerf_3d.json`) against the library's on
+/// `[N, dim]` unit features decoded here: the number of Gaussians selected per query
+/// agrees up to those whose normalised relevancy lies within 1e-4 of the threshold.
+pub fn check_3d_selections(j: &serde_json::Value, unit: &[f32], dim: usize, text: &Path) {
+    use lsplat_query::select::SELECT_THRESHOLD;
+    let t = lsplat_data::embeddings::read_embeddings(text).unwrap();
+    let neg = t.stack(&lsplat_query::CANONICAL).unwrap();
+    let mut any = false;
+    for row in j["per_query"].as_array().unwrap() {
+        let q = row["query"].as_str().unwrap();
+        let rel = lsplat_query::relevancy(unit, dim, &t.stack(&[q]).unwrap(), &neg).unwrap();
+        let want =
+            lsplat_query::select::select(std::slice::from_ref(&rel), &[], 0, SELECT_THRESHOLD);
+        let (lo, hi) = rel
+            .iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), v| {
+                (a.min(*v), b.max(*v))
+            });
+        let edge = (0.5 + SELECT_THRESHOLD / 2.0) as f64;
+        let uncertain = rel
+            .iter()
+            .filter(|&&v| ((f64::from(v - lo) / f64::from(hi - lo)) - edge).abs() < 1e-4)
+            .count();
+        let got = row["selected"].as_u64().unwrap() as usize;
+        assert!(
+            got.abs_diff(want.gaussians.len()) <= uncertain,
+            "{q}: {got} selected, the library selects {} ({uncertain} uncertain)",
+            want.gaussians.len()
+        );
+        any |= got > 0;
+    }
+    assert!(any, "something is selected: {j}");
+}

@@ -5,10 +5,12 @@
 //! properties (kept as [`SplatPly::extra_names`]). Every value must be finite.
 //! Quaternions are normalised on load. Writing produces the Inria layout as
 //! `binary_little_endian` float properties plus optional extra per-vertex floats
-//! (e.g. `f_lang_0..D-1`), atomically.
+//! (e.g. `f_lang_0..D-1`), atomically. Labelled point clouds (x, y, z and an integer
+//! label per vertex) are read by [`read_labelled_points`].
 
 mod body;
 mod header;
+mod points;
 mod write;
 
 use std::path::Path;
@@ -17,6 +19,7 @@ use lsplat_core::Gaussians;
 
 use crate::DataError;
 
+pub use points::{LabelledPoints, parse_labelled_points, read_labelled_points};
 pub use write::{lang_property_names, write_ply, write_ply_with_comments};
 
 /// A splat PLY: geometry, colour SH coefficients and extra per-vertex properties.
