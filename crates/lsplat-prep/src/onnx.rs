@@ -233,10 +233,11 @@ impl MaskDecoder for SamDecoder {
     }
 }
 
-/// LangSplat's CLIP normalisation (`torchvision.transforms.Normalize`).
-pub const CLIP_MEAN: [f32; 3] = [0.481_454_66, 0.457_827_5, 0.408_210_73];
+/// LangSplat's CLIP normalisation (`torchvision.transforms.Normalize`: OpenAI CLIP's
+/// mean and standard deviation, as float32).
+pub const CLIP_MEAN: [f32; 3] = lsplat_models::preprocess::MEAN;
 /// See [`CLIP_MEAN`].
-pub const CLIP_STD: [f32; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_11];
+pub const CLIP_STD: [f32; 3] = lsplat_models::preprocess::STD;
 
 /// LangSplat's CLIP input for 224×224 crops: `v / 255`, then `(x − mean) / std`,
 /// channel-major `[N, 3, 224, 224]`.
