@@ -174,6 +174,26 @@ fn preprocess_then_solve_then_query() {
             .iter()
             .all(|v| v.is_finite() && (0.0..=1.0).contains(v))
     );
+    // -s: a scene folder's images/ in, its language_features/ out.
+    let scene = d.join("scene");
+    std::fs::create_dir_all(scene.join("images")).unwrap();
+    std::fs::copy(
+        images.join(format!("{}.png", names[0])),
+        scene.join("images/a.png"),
+    )
+    .unwrap();
+    let said = run(bin()
+        .arg("preprocess")
+        .arg("-s")
+        .arg(&scene)
+        .arg("--sam")
+        .arg(d.join("sam"))
+        .arg("--clip")
+        .arg(d.join("clip"))
+        .args(["--set", "preprocess.points_per_side=4", "--set"])
+        .arg(format!("onnx.runtime={}", lib.display())));
+    assert!(said.contains("preprocessed 1 images"), "{said}");
+    assert!(scene.join("language_features/a_f.npy").is_file());
     // Bad input: a truncated image is named and stops the run.
     let bytes = std::fs::read(images.join(format!("{}.png", names[1]))).unwrap();
     std::fs::write(images.join("zz.png"), &bytes[..bytes.len() / 3]).unwrap();
