@@ -384,3 +384,52 @@ fn onnx_sam_matches_the_reference_and_checks_its_contract() {
         .to_string();
     assert!(e.contains("no such SAM model folder"), "{e}");
 }
+
+/// OpenCV's `cv2.resize(INTER_LINEAR)` on uint8 against ours: square crops of many
+/// sizes to 224 (up, down, the exact 2× reduction that OpenCV turns into INTER_AREA,
+/// the identity) and whole-image sizes.
+#[test]
+fn opencv_resize_matches_cv2() {
+    let Some(py) = python() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        (1, 1, 224, 224),
+        (2, 3, 224, 224),
+        (5, 5, 224, 224),
+        (37, 37, 224, 224),
+        (223, 223, 224, 224),
+        (224, 224, 224, 224),
+        (300, 300, 224, 224),
+        (448, 448, 224, 224),
+        (449, 449, 224, 224),
+        (672, 672, 224, 224),
+        (1000, 1000, 224, 224),
+        (1264, 832, 632, 416),
+        (504, 378, 1264, 832),
+        (3958, 2968, 1440, 1080),
+    ];
+    let code = format!(
+        "import cv2, numpy as np\nrng = np.random.default_rng(7)\nfor i, (w, h, ow, oh) in enumerate({cases:?}):\n    a = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)\n    np.save(r'{0}/src_%d.npy' % i, a)\n    np.save(r'{0}/dst_%d.npy' % i, cv2.resize(a, (ow, oh)))\n",
+        tmp.path().display()
+    );
+    let st = Command::new(&py).args(["-c", &code]).status().unwrap();
+    assert!(st.success());
+    for (i, &(w, h, ow, oh)) in cases.iter().enumerate() {
+        let (_, src) = npy(tmp.path(), &format!("src_{i}.npy"));
+        let (_, want) = npy(tmp.path(), &format!("dst_{i}.npy"));
+        let im = Image8 {
+            width: w,
+            height: h,
+            channels: 3,
+            data: src.iter().map(|&v| v as u8).collect(),
+        };
+        let got = lsplat_prep::resize::cv::resize_linear(&im, ow, oh);
+        let diff = got
+            .data
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| **a as f32 != **b)
+            .count();
+        assert_eq!(diff, 0, "{w}x{h} -> {ow}x{oh}: {diff} values differ");
+    }
+}
