@@ -16,8 +16,7 @@ fn framing(cam: &Camera, pts: &[[f32; 3]]) -> (f64, f32, f32) {
             continue;
         }
         let uv = [cam.fx * c.x / c.z + cam.cx, cam.fy * c.y / c.z + cam.cy];
-        if (0.0..=cam.width as f32).contains(&uv[0]) && (0.0..=cam.height as f32).contains(&uv[1])
-        {
+        if (0.0..=cam.width as f32).contains(&uv[0]) && (0.0..=cam.height as f32).contains(&uv[1]) {
             inside += 1;
             for k in 0..2 {
                 lo[k] = lo[k].min(uv[k]);
@@ -45,8 +44,21 @@ fn synth_orbit_frames_the_biker_and_the_guitar() {
         let ply = data.join(format!("splats/playcanvas_{name}.inria_sh0.ply"));
         let out = dir.path().join(name);
         ok(&[
-            "synth", "--splats", s(&ply), "--orbit", "8", "--width", "64", "--height", "48",
-            "--up", up, "--objects", "2", "--out", s(&out),
+            "synth",
+            "--splats",
+            s(&ply),
+            "--orbit",
+            "8",
+            "--width",
+            "64",
+            "--height",
+            "48",
+            "--up",
+            up,
+            "--objects",
+            "2",
+            "--out",
+            s(&out),
         ]);
         let g = lsplat_data::ply::read_ply(&ply).unwrap().gaussians;
         let opaque: Vec<[f32; 3]> = (0..g.len())
@@ -66,7 +78,11 @@ fn synth_orbit_frames_the_biker_and_the_guitar() {
                 100.0 * high
             );
             assert!(share >= 0.99, "{name} {}: {share}", cam.name);
-            assert!(wide.max(high) >= 0.5, "{name} {}: {wide} x {high}", cam.name);
+            assert!(
+                wide.max(high) >= 0.5,
+                "{name} {}: {wide} x {high}",
+                cam.name
+            );
         }
     }
 }
@@ -82,7 +98,13 @@ fn synth_object_count_is_bounded_and_large_counts_finish() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("too_many");
     let e = fails(&[
-        "synth", "--splats", s(&ply), "--objects", "100000", "--out", s(&out),
+        "synth",
+        "--splats",
+        s(&ply),
+        "--objects",
+        "100000",
+        "--out",
+        s(&out),
     ]);
     assert!(
         e.contains("--objects 100000") && e.contains("90854 Gaussians"),
@@ -91,8 +113,19 @@ fn synth_object_count_is_bounded_and_large_counts_finish() {
     assert!(!out.exists(), "nothing is written for a refused count");
     let out = dir.path().join("all");
     let said = ok(&[
-        "synth", "--splats", s(&ply), "--objects", "90854", "--orbit", "1", "--width", "32",
-        "--height", "24", "--out", s(&out),
+        "synth",
+        "--splats",
+        s(&ply),
+        "--objects",
+        "90854",
+        "--orbit",
+        "1",
+        "--width",
+        "32",
+        "--height",
+        "24",
+        "--out",
+        s(&out),
     ]);
     assert!(said.contains("90854 objects"), "{said}");
     let f = lsplat_data::npy::read_npy(&out.join("language_features/frame_00001_f.npy")).unwrap();

@@ -290,11 +290,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let batch = RecordBatch::try_new(
-            schema.clone(),
-            vec![names, Arc::new(fsl)],
-        )
-        .unwrap();
+        let batch = RecordBatch::try_new(schema.clone(), vec![names, Arc::new(fsl)]).unwrap();
         let f = File::create(path).unwrap();
         let mut w = parquet::arrow::ArrowWriter::try_new(f, schema, None).unwrap();
         w.write(&batch).unwrap();
@@ -362,7 +358,12 @@ mod tests {
             assert_eq!(e.get("coffee mug").unwrap(), &[0.0, 1.0], "{tag}");
         }
         let p = dir.path().join("ints.parquet");
-        write_parquet_names(&p, Arc::new(UInt32Array::from(vec![1, 2])), 1, vec![1.0, 1.0]);
+        write_parquet_names(
+            &p,
+            Arc::new(UInt32Array::from(vec![1, 2])),
+            1,
+            vec![1.0, 1.0],
+        );
         let e = read_embeddings(&p).unwrap_err().to_string();
         assert!(
             e.contains("ints.parquet")

@@ -236,7 +236,7 @@ mod tests {
         let mut centres: Vec<Vec3> = (0..500)
             .map(|_| Vec3::new(rng.normal(), rng.normal(), 0.1 * rng.normal()))
             .collect();
-        centres.extend_from_slice(&centres[..50].to_vec());
+        centres.extend_from_within(..50);
         centres.extend((0..64).map(|i| Vec3::new((i % 4) as f32, (i / 4 % 4) as f32, 0.0)));
         let tree = KdTree::new(&centres);
         for j in 0..5000 {
@@ -254,11 +254,13 @@ mod tests {
     #[test]
     fn kmeans_finds_blobs_and_handles_k_equal_to_n() {
         let mut rng = Rng::new(9);
-        let blobs = [Vec3::ZERO, Vec3::new(10.0, 0.0, 0.0), Vec3::new(0.0, 10.0, 0.0)];
+        let blobs = [
+            Vec3::ZERO,
+            Vec3::new(10.0, 0.0, 0.0),
+            Vec3::new(0.0, 10.0, 0.0),
+        ];
         let pts: Vec<Vec3> = (0..3000)
-            .map(|i| {
-                blobs[i % 3] + 0.3 * Vec3::new(rng.normal(), rng.normal(), rng.normal())
-            })
+            .map(|i| blobs[i % 3] + 0.3 * Vec3::new(rng.normal(), rng.normal(), rng.normal()))
             .collect();
         let all: Vec<usize> = (0..pts.len()).collect();
         let a = kmeans(&pts, &all, 3, &mut Rng::new(1));

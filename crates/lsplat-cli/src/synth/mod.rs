@@ -75,8 +75,13 @@ pub fn run(args: SynthArgs) -> Result<()> {
     }
     // The feature table every camera's `_f.npy` holds: 8 rows per object.
     lsplat_core::memory::check_fits(
-        &format!("the feature table ({} objects × 8 rows × {} values)", args.objects, args.dim),
-        (args.objects as u64).saturating_mul(8).saturating_mul(args.dim as u64),
+        &format!(
+            "the feature table ({} objects × 8 rows × {} values)",
+            args.objects, args.dim
+        ),
+        (args.objects as u64)
+            .saturating_mul(8)
+            .saturating_mul(args.dim as u64),
         4,
     )?;
     let cameras = match &args.cameras {

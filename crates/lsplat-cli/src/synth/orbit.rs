@@ -135,7 +135,7 @@ pub fn cameras(g: &Gaussians, o: &Orbit) -> Result<Vec<Camera>> {
 mod tests {
     use super::*;
 
-/// Share of `pts` that project inside `cam`'s image (in front of it).
+    /// Share of `pts` that project inside `cam`'s image (in front of it).
     pub fn inside_share(cam: &Camera, pts: &[Vec3]) -> f64 {
         let inside = pts
             .iter()
@@ -161,8 +161,11 @@ mod tests {
         let n = 4000;
         let mut g = Gaussians::default();
         for _ in 0..n {
-            g.means
-                .push([5.0 + 0.2 * rng.normal(), 3.0 * rng.normal(), 0.3 * rng.normal()]);
+            g.means.push([
+                5.0 + 0.2 * rng.normal(),
+                3.0 * rng.normal(),
+                0.3 * rng.normal(),
+            ]);
             g.log_scales.push([-4.0; 3]);
             g.rotations.push([1.0, 0.0, 0.0, 0.0]);
             g.opacity_logits.push(2.0);
@@ -184,7 +187,14 @@ mod tests {
             .map(|c| {
                 let centre = robust_centre(&pts);
                 let eye = centre + 0.8 * (c.centre() - centre);
-                Camera::look_at(&c.name, (64, 48), FOV_Y, eye, centre, Vec3::new(0.0, -1.0, 0.0))
+                Camera::look_at(
+                    &c.name,
+                    (64, 48),
+                    FOV_Y,
+                    eye,
+                    centre,
+                    Vec3::new(0.0, -1.0, 0.0),
+                )
             })
             .collect();
         assert!(tighter.iter().any(|c| inside_share(c, &pts) < 0.99));

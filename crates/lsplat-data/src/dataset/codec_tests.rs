@@ -239,7 +239,11 @@ fn every_string_layout_of_image_names_reads_back() {
         assert_eq!(got, want, "{layout}");
         let back = read_feature_rows(t.path()).unwrap_or_else(|e| panic!("{layout}: {e}"));
         // (The rewrite keeps the rows, not the row groups that count as images.)
-        assert_eq!((back.dim, &back.values), (rows.dim, &rows.values), "{layout}");
+        assert_eq!(
+            (back.dim, &back.values),
+            (rows.dim, &rows.values),
+            "{layout}"
+        );
         assert_eq!(crate::run_dir::image_sizes(t.path()).unwrap(), sizes);
     }
 }
