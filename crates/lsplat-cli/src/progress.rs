@@ -4,10 +4,10 @@
 //! whichever comes first — with the count, the rate, the time left and the command's
 //! message (the loss), never an ANSI code.
 //!
-//! The rate, and the time left from it, is measured over a warm window: the last
-//! [`RATE_WINDOW_S`] seconds, not counting the first unit of work (which carries the
-//! set-up: caches built, kernels compiled), so a slow start does not inflate the
-//! estimate for the rest of the run.
+//! The rate, and the time left from it, is measured over a warm window: the last half
+//! of the elapsed time, at most [`RATE_WINDOW_S`] seconds, never the first unit of
+//! work (which carries the set-up: caches built, kernels compiled), so a slow start
+//! does not inflate the estimate for the rest of the run.
 
 use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
@@ -62,11 +62,13 @@ impl Rate {
             // The first unit has not finished: nothing warm to measure yet.
             return;
         }
-        // Samples at least 1/32 of the window apart; in between, the newest one moves
-        // (never the first, the warm window's anchor).
+        // Samples at least 1/64 of the elapsed time (at most 1/32 of the window)
+        // apart; in between, the newest one moves (never the first, the warm window's
+        // anchor).
+        let spacing = (t / 64.0).min(RATE_WINDOW_S / 32.0);
         let n = self.samples.len();
         match self.samples.back_mut() {
-            Some(last) if n >= 2 && t - last.0 < RATE_WINDOW_S / 32.0 => *last = (t, pos),
+            Some(last) if n >= 2 && t - last.0 < spacing => *last = (t, pos),
             _ => self.samples.push_back((t, pos)),
         }
         // Keep one sample at or before the window's start, so the window is full.
@@ -75,9 +77,17 @@ impl Rate {
         }
     }
 
-    /// Units per second over the window, once two samples span some time.
+    /// Units per second over the window — the last half of the elapsed time, at most
+    /// [`RATE_WINDOW_S`] — once two samples span some time.
     pub fn per_second(&self) -> Option<f64> {
-        let (&(t0, p0), &(t1, p1)) = (self.samples.front()?, self.samples.back()?);
+        let &(t1, p1) = self.samples.back()?;
+        let start = t1 - (t1 / 2.0).min(RATE_WINDOW_S);
+        let &(t0, p0) = self
+            .samples
+            .iter()
+            .rev()
+            .find(|s| s.0 <= start)
+            .or(self.samples.front())?;
         (t1 > t0 && p1 > p0).then(|| (p1 - p0) as f64 / (t1 - t0))
     }
 
