@@ -42,7 +42,7 @@ impl BackendVisitor for Train<'_> {
         let mut s = Session::new(dev, cfg, d.scene).unwrap();
         let before = s.evaluate().unwrap();
         let t0 = std::time::Instant::now();
-        for _ in 0..cfg.train.iterations {
+        for _ in 0..cfg.train.iterations() {
             s.step().unwrap();
         }
         let secs = t0.elapsed().as_secs_f64();
@@ -60,8 +60,8 @@ fn simt_demo_recovers_the_teacher_like_the_cpu() {
     eprintln!(
         "simt: {} steps in {secs:.1} s ({:.0} it/s), L1 {l0:.5} -> {l1:.5}, cosine {cos_simt:.4}; \
          cpu: cosine {cos_cpu:.4} in {cpu_secs:.1} s",
-        cfg.train.iterations,
-        cfg.train.iterations as f64 / secs
+        cfg.train.iterations(),
+        cfg.train.iterations() as f64 / secs
     );
     assert!(
         (cos_simt - cos_cpu).abs() <= 0.005,
@@ -74,7 +74,7 @@ fn simt_demo_recovers_the_teacher_like_the_cpu() {
 fn every_cache_level_trains_on_simt() {
     for cache in [CacheMode::None, CacheMode::Geometry, CacheMode::Operator] {
         let mut cfg = demo_config();
-        cfg.train.iterations = 40;
+        cfg.train.iterations = Some(40);
         cfg.train.init_std = 0.1;
         cfg.render.cache = cache;
         cfg.render.tile_size = 8;

@@ -96,6 +96,7 @@ fn problem<'a, B: Backend>(
         levels: labels.iter().map(|l| l.iter().collect()).collect(),
         fit,
         render: render_params(),
+        on_camera: None,
     }
 }
 

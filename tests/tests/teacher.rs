@@ -73,7 +73,7 @@ fn recovers_the_teacher(cfg: &Config, fall: f64, cosine: f64) {
     let mut s = lsplat_engine::Session::new(CpuBackend::new(0), cfg, d.scene).unwrap();
     let before = s.evaluate().unwrap();
     let t0 = std::time::Instant::now();
-    for _ in 0..cfg.train.iterations {
+    for _ in 0..cfg.train.iterations() {
         s.step().unwrap();
     }
     let secs = t0.elapsed().as_secs_f64();
@@ -81,12 +81,12 @@ fn recovers_the_teacher(cfg: &Config, fall: f64, cosine: f64) {
     let records = s.drain_records();
     assert_eq!(
         records.len(),
-        cfg.train.iterations as usize,
+        cfg.train.iterations() as usize,
         "every step's loss is read back"
     );
     eprintln!(
         "{} steps in {secs:.1} s: eval L1 {:.5} -> {:.5} ({:.1}x), mean cosine {:.4}",
-        cfg.train.iterations,
+        cfg.train.iterations(),
         before.mean_l1,
         after.mean_l1,
         before.mean_l1 / after.mean_l1,

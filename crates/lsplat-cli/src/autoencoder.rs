@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use lsplat_ae::{Progress, TrainOptions};
 use lsplat_data::io::write_bytes_atomic;
 
-use crate::views::progress;
+use crate::progress::Progress as Bar;
 
 /// `autoencoder` subcommands.
 #[derive(clap::Subcommand, Debug)]
@@ -103,19 +103,27 @@ fn train(a: TrainArgs) -> Result<()> {
     }
     let n = rows.rows();
     let per_epoch = n.div_ceil(a.batch_size.max(1)) as u64;
-    let bar = progress(per_epoch * a.epochs as u64, "batches", !a.quiet);
+    let mut bar = Bar::new(
+        "autoencoder",
+        per_epoch * a.epochs as u64,
+        "batches",
+        !a.quiet,
+        Default::default(),
+    );
+    let mut batches = 0u64;
     let t0 = Instant::now();
     let trained = lsplat_ae::train(&rows.values, rows.dim, &opts, |p| match p {
         Progress::Batch { epoch, loss } => {
-            bar.inc(1);
-            if bar.position().is_multiple_of(16) {
+            batches += 1;
+            if batches.is_multiple_of(16) {
                 bar.set_message(format!("epoch {} loss {loss:.6}", epoch + 1));
             }
+            bar.inc(1);
         }
         Progress::Epoch { .. } => {}
     })?;
     let secs = t0.elapsed().as_secs_f64();
-    bar.finish_and_clear();
+    bar.finish();
     let mut meta = BTreeMap::new();
     let e = trained.eval;
     for (k, v) in [

@@ -40,7 +40,7 @@ fn run_rank(args: BenchArgs, comm: Arc<dyn Comm>) -> Result<()> {
     let mut cfg = scene::config(&args.scene)?;
     comm.set_timeout(Duration::from_secs_f64(cfg.dist.timeout_s));
     // The bench runs as long as it is told, whatever the scene's iteration count.
-    cfg.train.iterations = u32::MAX;
+    cfg.train.iterations = Some(u32::MAX);
     if cfg.train.solver != lsplat_core::config::SolverKind::Adam {
         anyhow::bail!(
             "bench times training steps; `train.solver = {}` solves once (time it with `solve`)",

@@ -127,20 +127,21 @@ pub fn encode_phrases(
         let rt = runtime::load(cfg.onnx.runtime.as_deref())?;
         let mut enc = ClipText::load(&clip, rt, &SessionOptions::from_device(&cfg.device))?;
         enc.batch = cfg.models.batch as usize;
-        let bar = cfg
-            .log
-            .progress
-            .then(|| crate::progress::bar(todo.len() as u64, "phrases"));
+        let mut bar = crate::progress::Progress::new(
+            "clip",
+            todo.len() as u64,
+            "phrases",
+            cfg.log.progress,
+            crate::progress::Cadence::of(&cfg.log),
+        );
         let t0 = std::time::Instant::now();
         let (d, values) = enc.encode(&todo, &mut |done, total| {
-            if let Some(b) = &bar {
-                b.set_length(total as u64);
-                b.set_position(done as u64);
+            bar.set_length(total as u64);
+            if done as u64 > bar.position() {
+                bar.inc(done as u64 - bar.position());
             }
         })?;
-        if let Some(b) = bar {
-            b.finish_and_clear();
-        }
+        bar.finish();
         let s = t0.elapsed().as_secs_f64();
         println!(
             "CLIP: encoded {} phrases ({} cached) with {} on {} in {s:.2} s ({:.1} phrases/s)",

@@ -18,9 +18,10 @@ use serde_json::json;
 
 use crate::eval_lerf3d::{Lerf3dArgs, Select3d};
 use crate::eval_report::{Common, Outcome, Pair, overlay_path};
+use crate::progress::{Cadence, Progress};
 use crate::semantic::{Lift, image_relevancy, text_rows};
 use crate::text::TextSource;
-use crate::views::{Views, progress};
+use crate::views::Views;
 
 /// `eval` subcommands.
 #[derive(clap::Subcommand, Debug)]
@@ -67,8 +68,19 @@ pub enum ProtocolArg {
 pub struct LerfArgs {
     /// Level runs, in level order (LangSplat: levels 1, 2, 3); repeat the option.
     /// The level of each query is chosen by the largest smoothed relevancy.
-    #[arg(long = "run", required = true)]
+    #[arg(long = "run", required_unless_present = "model_path")]
     pub runs: Vec<PathBuf>,
+    /// LangSplat's model folder instead of --run: its level runs `MODEL_1`,
+    /// `MODEL_2`, `MODEL_3` (those that exist), as `train -m MODEL --feature_level L`
+    /// writes them.
+    #[arg(
+        short = 'm',
+        long = "model_path",
+        alias = "model-path",
+        value_name = "MODEL",
+        conflicts_with = "runs"
+    )]
+    pub model_path: Option<PathBuf>,
     /// Folder of LERF label files (`frame_*.json`, or every `.json` in it).
     #[arg(long)]
     pub labels: PathBuf,
@@ -198,7 +210,21 @@ pub fn open_device(run: &RunInputs, backend: Option<&str>) -> Result<Device> {
     Ok(Device::open(&cfg.device, &cfg.simt)?)
 }
 
-fn lerf_eval(a: LerfArgs) -> Result<()> {
+fn lerf_eval(mut a: LerfArgs) -> Result<()> {
+    if let Some(m) = &a.model_path {
+        a.runs = (1..=3)
+            .map(|l| crate::folders::run_dir(m, &[l]))
+            .filter(|d| d.is_dir())
+            .collect();
+        if a.runs.is_empty() {
+            bail!(
+                "-m {}: no level runs {} (train them with `train -m {} --feature_level L`)",
+                m.display(),
+                crate::folders::run_dir(m, &[1]).display(),
+                m.display()
+            );
+        }
+    }
     let frames = read_frames(&a.labels)?;
     let runs = load_level_runs(&a.runs)?;
     let model = runs[0].config.train.model.as_str();
@@ -318,16 +344,18 @@ fn lerf_2d<B: Backend>(i: &LerfInputs, dev: &B, protocol: lerf::Protocol) -> Res
         .map(|r| Views::new(dev, &r.gaussians, &r.features, c, &r.config))
         .collect::<Result<_>>()?;
     let levels: Vec<u8> = i.runs.iter().map(|r| r.config.scene.level).collect();
-    let bar = progress(
+    let log = &i.runs[0].config.log;
+    let mut bar = Progress::new(
+        "eval",
         i.frames.len() as u64,
         "frames",
-        i.runs[0].config.log.progress,
+        log.progress,
+        Cadence::of(log),
     );
     let mut pairs = Vec::new();
     let mut hits = 0;
     std::fs::create_dir_all(&i.args.out)?;
     for (frame, cam) in i.frames.iter().zip(&i.cams) {
-        bar.set_message(frame.stem().to_string());
         let queries = frame.queries();
         let names: Vec<String> = queries.iter().map(|q| q.category.clone()).collect();
         let (pos, neg) = text_rows(&i.text, &names)?;
@@ -363,7 +391,7 @@ fn lerf_2d<B: Backend>(i: &LerfInputs, dev: &B, protocol: lerf::Protocol) -> Res
         }
         bar.inc(1);
     }
-    bar.finish_and_clear();
+    bar.finish();
     let n = pairs.len().max(1);
     let mut o = Outcome::new("2D", protocol.name().to_string(), "lerf.json", pairs)?;
     let acc = hits as f64 / n as f64;

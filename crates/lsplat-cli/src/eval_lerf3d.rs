@@ -17,8 +17,9 @@ use serde_json::json;
 
 use crate::eval::LerfInputs;
 use crate::eval_report::{Outcome, Pair, overlay_path};
+use crate::progress::{Cadence, Progress};
 use crate::semantic::{relevancy_of, row_similarities, text_rows};
-use crate::views::{Views, progress};
+use crate::views::Views;
 
 /// Options of the 3D protocol (`--protocol 3d` or `all`).
 #[derive(clap::Args, Debug, Default)]
@@ -160,14 +161,16 @@ pub fn lerf_3d<B: Backend>(i: &LerfInputs, dev: &B, s: &Select3d) -> Result<Outc
     let levels: Vec<u8> = i.runs.iter().map(|r| r.config.scene.level).collect();
     let g = &i.runs[0].gaussians;
     let dir = i.args.out.join("3d");
-    let bar = progress(
+    let log = &i.runs[0].config.log;
+    let mut bar = Progress::new(
+        "eval 3d",
         cats.len() as u64,
-        "queries (3D)",
-        i.runs[0].config.log.progress,
+        "queries",
+        log.progress,
+        Cadence::of(log),
     );
     let mut found: Vec<((usize, usize), Pair)> = Vec::new();
     for (cat, sel) in cats.iter().zip(&sels) {
-        bar.set_message(cat.clone());
         let ones = vec![1.0f32; sel.gaussians.len()];
         let views = if sel.gaussians.is_empty() {
             None
@@ -210,7 +213,7 @@ pub fn lerf_3d<B: Backend>(i: &LerfInputs, dev: &B, s: &Select3d) -> Result<Outc
         }
         bar.inc(1);
     }
-    bar.finish_and_clear();
+    bar.finish();
     found.sort_by_key(|f| f.0);
     let protocol = format!(
         "3D LERF-OVS (OpenGaussian / Dr. Splat): Gaussians with clip(2n − 1, 0, 1) > {} of their normalised relevancy{}, rendered alone, opacity > {}",

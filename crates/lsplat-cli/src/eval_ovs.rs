@@ -24,9 +24,10 @@ use lsplat_render::BackendVisitor;
 use serde_json::{Value, json};
 
 use crate::eval::{FrameMatch, level_lifts, load_level_runs, open_device};
+use crate::progress::{Cadence, Progress};
 use crate::semantic::{Lift, image_similarities, relevancy_of, text_rows};
 use crate::text::TextSource;
-use crate::views::{Views, progress};
+use crate::views::Views;
 
 /// Options of `eval 3dovs`.
 #[derive(clap::Args, Debug)]
@@ -191,16 +192,18 @@ impl BackendVisitor for OvsJob {
             .iter()
             .map(|r| Views::new(&dev, &r.gaussians, &r.features, c, &r.config))
             .collect::<Result<_>>()?;
-        let bar = progress(
+        let log = &runs[0].config.log;
+        let mut bar = Progress::new(
+            "eval 3dovs",
             scene.frames.len() as u64,
             "views",
-            runs[0].config.log.progress,
+            log.progress,
+            Cadence::of(log),
         );
         let mut scores: Vec<ViewScore> = Vec::new();
         let mut pictures = Vec::new();
         let mut levels_used = Vec::new();
         for (f, cam) in scene.frames.iter().zip(&cams) {
-            bar.set_message(f.number.to_string());
             let masks = f.masks(&scene.classes)?;
             let sims: Vec<Vec<f32>> = views
                 .iter()
@@ -213,7 +216,7 @@ impl BackendVisitor for OvsJob {
             levels_used.push(level);
             bar.inc(1);
         }
-        bar.finish_and_clear();
+        bar.finish();
         let mut pairs: Vec<(usize, f64)> = Vec::new();
         for s in &scores {
             for (ci, &iou) in s.ious.iter().enumerate() {

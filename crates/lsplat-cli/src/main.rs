@@ -8,6 +8,7 @@ mod eval_gaussians;
 mod eval_lerf3d;
 mod eval_ovs;
 mod eval_report;
+mod folders;
 mod info;
 mod plugins;
 mod preprocess;
@@ -101,6 +102,9 @@ pub struct SceneArgs {
     /// (repeatable; applied after the scene file).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// LangSplat's folders instead of a scene file.
+    #[command(flatten)]
+    pub folders: folders::FolderArgs,
 }
 
 /// `train` options.
@@ -108,18 +112,19 @@ pub struct SceneArgs {
 pub struct TrainArgs {
     #[command(flatten)]
     pub scene: SceneArgs,
-    /// Run directory (default `runs/<UTC timestamp>`, with `-2`, `-3`, … when taken).
-    /// A directory in use by another run is refused; so is one holding a finished or
-    /// unfinished run, unless --force.
+    /// Run directory (default `runs/<UTC timestamp>`, with `-2`, `-3`, … when taken;
+    /// `MODEL_<level>` with -m). A directory in use by another run is refused; so is
+    /// one holding a finished or unfinished run, unless --force.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Overwrite the finished (or abandoned unfinished) run in --out.
-    #[arg(long, requires = "out")]
+    /// Overwrite the finished (or abandoned unfinished) run in --out (or MODEL_<level>).
+    #[arg(long)]
     pub force: bool,
     /// Continue the run in RUN_DIR from its newest checkpoint, with the configuration
     /// stored there; `--set` may change only train.iterations, log.*, dist.*, device.threads
     /// and device.ordinal. The result is bit for bit that of an uninterrupted run.
-    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["scene", "out", "force"])]
+    #[arg(long, value_name = "RUN_DIR",
+          conflicts_with_all = ["scene", "out", "force", "source", "model", "feature_level"])]
     pub resume: Option<PathBuf>,
 }
 
@@ -144,11 +149,12 @@ pub struct SolveArgs {
     /// `scene.level`). Several levels write `level_<l>/` folders.
     #[arg(long, value_delimiter = ',')]
     pub levels: Option<Vec<u8>>,
-    /// Run directory (default `runs/<UTC timestamp>`, with `-2`, `-3`, … when taken).
+    /// Run directory (default `runs/<UTC timestamp>`, with `-2`, `-3`, … when taken;
+    /// `MODEL_<level>` with -m).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Overwrite the finished (or abandoned unfinished) run in --out.
-    #[arg(long, requires = "out")]
+    /// Overwrite the finished (or abandoned unfinished) run in --out (or MODEL_<level>).
+    #[arg(long)]
     pub force: bool,
 }
 
@@ -169,13 +175,17 @@ pub struct BenchArgs {
 }
 
 fn import_langsplat(source: &std::path::Path, out: &std::path::Path) -> anyhow::Result<()> {
-    let bar = progress::bar(0, "images");
+    let mut bar = progress::Progress::new("import", 0, "images", true, Default::default());
+    let mut seen = 0u64;
     let s =
         lsplat_data::dataset::import_langsplat_with_progress(source, out, &mut |done, total| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
+            if seen == 0 {
+                bar.set_length(total as u64);
+            }
+            bar.inc(done as u64 - seen);
+            seen = done as u64;
         });
-    bar.finish_and_clear();
+    bar.finish();
     let s = s?;
     println!(
         "imported {} images (D = {}, {} feature rows, {} unused); masks per level (default, s, m, l): {:?}",
@@ -190,7 +200,10 @@ fn import_langsplat(source: &std::path::Path, out: &std::path::Path) -> anyhow::
 
 fn solve(args: SolveArgs) -> anyhow::Result<()> {
     use anyhow::Context;
-    let mut cfg = scene::config(&args.scene)?;
+    let resolved = scene::resolve(&args.scene)?;
+    let scene_file = resolved.scene_file();
+    let found = resolved.found;
+    let mut cfg = resolved.cfg;
     let method = match args.method {
         Method::Average => "average",
         Method::Lsq => "lsq",
@@ -202,7 +215,14 @@ fn solve(args: SolveArgs) -> anyhow::Result<()> {
         cfg.set(&format!("solve.levels=[{}]", list.join(",")))
             .context("--levels")?;
     }
-    train::run_fresh(cfg, args.out, args.force)
+    let default_out = found
+        .as_ref()
+        .map(|f| folders::run_dir(&f.model, &cfg.solve.levels_or(cfg.scene.level)));
+    let out = args.out.or(default_out);
+    if args.force && out.is_none() {
+        anyhow::bail!("--force overwrites the run in --out: give --out DIR (or -m MODEL)");
+    }
+    train::run_fresh(cfg, out, args.force, scene_file)
 }
 
 fn main() -> std::process::ExitCode {

@@ -112,6 +112,17 @@ pub fn check_dataset(cfg: &Config, scene: &lsplat_data::SceneData) -> Result<()>
     Ok(())
 }
 
+/// Sets an unset `train.iterations` to the model's own default (30 000 for
+/// LangSplat V1, 10 000 for LangSplatV2), so the run records the value it trains.
+pub fn resolve_iterations(cfg: &mut Config) {
+    if cfg.train.iterations.is_none() {
+        cfg.train.iterations = Some(match cfg.train.model.as_str() {
+            langsplat_v2::model::NAME => langsplat_v2::model::DEFAULT_ITERATIONS,
+            _ => lsplat_core::config::DEFAULT_ITERATIONS,
+        });
+    }
+}
+
 /// The plugin model named by `train.model` (`None` for the built-in one).
 pub fn model<B: Backend>(cfg: &Config) -> Option<Arc<dyn Model<B>>> {
     match cfg.train.model.as_str() {

@@ -8,11 +8,12 @@ use lsplat_data::io::{write_bytes_atomic, write_npy_f32};
 use lsplat_data::run_dir::RunInputs;
 use lsplat_device::Backend;
 use lsplat_query::CANONICAL;
-use lsplat_query::picture::{Colouring, png_rgb, turbo};
+use lsplat_query::picture::{png_rgb, turbo};
 use lsplat_render::BackendVisitor;
 
+use crate::progress::{Cadence, Progress};
 use crate::semantic::{Lift, image_relevancy, text_rows};
-use crate::views::{Views, file_stem, open_run, pick_cameras, progress};
+use crate::views::{Views, file_stem, open_run, pick_cameras};
 
 /// Options of `query`.
 #[derive(clap::Args, Debug)]
@@ -27,7 +28,8 @@ pub struct QueryArgs {
     pub text: Option<PathBuf>,
     #[command(flatten)]
     pub clip: crate::clip::ClipArgs,
-    /// Output folder: `<camera>/<query>.npy` and `.png`.
+    /// Output folder: `<camera>/<query>.npy` (the raw relevancy) and `.png` (the heat
+    /// map, background not lit), `<camera>/alpha.npy` and `features.png`.
     #[arg(long)]
     pub out: PathBuf,
     /// Autoencoder to decode a LangSplat V1 run's codes with.
@@ -42,10 +44,23 @@ pub struct QueryArgs {
     /// Backend to render on (default: the run's).
     #[arg(long)]
     pub backend: Option<String>,
+    /// Opacity below which a pixel is background and not lit in the heat maps, in
+    /// [0, 1] (default: the run's `query.min_alpha`, 0.5 unless set).
+    #[arg(long)]
+    pub min_alpha: Option<f32>,
 }
+
+/// Files every camera's folder holds besides the queries' (a query may not take
+/// their names).
+const RESERVED: [&str; 2] = ["alpha", "features"];
 
 /// Runs `query`.
 pub fn run(args: QueryArgs) -> Result<()> {
+    if let Some(a) = args.min_alpha
+        && !(0.0..=1.0).contains(&a)
+    {
+        bail!("--min-alpha {a}: expected a value in [0, 1]");
+    }
     let (run, dev) = open_run(&args.run, args.backend.as_deref())?;
     let text = crate::clip::text_embeddings(
         args.text.as_deref(),
@@ -76,6 +91,16 @@ pub fn run(args: QueryArgs) -> Result<()> {
             text.path.display()
         );
     }
+    if let Some(q) = queries
+        .iter()
+        .find(|q| RESERVED.contains(&file_stem(q).as_str()))
+    {
+        bail!(
+            "query {q:?} would be written as {}.npy, which every camera folder already uses (the opacity map and the feature picture: {})",
+            file_stem(q),
+            RESERVED.join(", ")
+        );
+    }
     dev.visit(QueryJob {
         run,
         text,
@@ -94,13 +119,20 @@ struct QueryJob {
 }
 
 /// LangSplat's picture of a relevancy map: where `r > 0.5` (more relevant than a
-/// canonical phrase), turbo of `(r − 0.5)/(max − 0.5)`; elsewhere the feature picture
-/// at 30%.
-pub fn heat_over(map: &[f32], rgb: &[u8]) -> Vec<u8> {
-    let top = map.iter().copied().fold(0.5f32, f32::max);
+/// canonical phrase) on the subject (opacity `alpha ≥ min_alpha`), turbo of
+/// `(r − 0.5)/(max − 0.5)` (max over those pixels); elsewhere the feature picture at
+/// 30%. Empty background, whose composited feature is near zero and scores at
+/// random, is never lit.
+pub fn heat_over(map: &[f32], alpha: &[f32], min_alpha: f32, rgb: &[u8]) -> Vec<u8> {
+    let lit = |r: f32, a: f32| r > 0.5 && a >= min_alpha;
+    let top = map
+        .iter()
+        .zip(alpha)
+        .filter(|(r, a)| lit(**r, **a))
+        .fold(0.5f32, |m, (r, _)| m.max(*r));
     let mut out = Vec::with_capacity(rgb.len());
-    for (r, px) in map.iter().zip(rgb.chunks_exact(3)) {
-        if *r > 0.5 {
+    for ((r, a), px) in map.iter().zip(alpha).zip(rgb.chunks_exact(3)) {
+        if lit(*r, *a) {
             out.extend(turbo((r - 0.5) / (top - 0.5).max(1e-6)));
         } else {
             out.extend(px.iter().map(|v| (*v as f32 * 0.3).round() as u8));
@@ -121,16 +153,22 @@ impl BackendVisitor for QueryJob {
             args,
         } = self;
         let cams = pick_cameras(&run.cameras, &args.cameras)?;
+        let min_alpha = args.min_alpha.unwrap_or(run.config.query.min_alpha);
         let (pos, neg) = text_rows(&text, &queries)?;
         let (pos, neg) = (lift.text(&pos), lift.text(&neg));
         let c = run.channels;
-        let colouring = Colouring::fit(&run.features, c);
+        let colouring = crate::semantic::colouring(&run);
         let views = Views::new(&dev, &run.gaussians, &run.features, c, &run.config)?;
-        let bar = progress(cams.len() as u64, "cameras", run.config.log.progress);
+        let mut bar = Progress::new(
+            "query",
+            cams.len() as u64,
+            "cameras",
+            run.config.log.progress,
+            Cadence::of(&run.config.log),
+        );
         let t0 = std::time::Instant::now();
         let mut pixels = 0u64;
         for cam in &cams {
-            bar.set_message(cam.name.clone());
             let r = image_relevancy(&views, cam, &lift, (&pos, &neg), Some(&colouring))?;
             let dir = args.out.join(&cam.name);
             std::fs::create_dir_all(&dir)?;
@@ -142,14 +180,15 @@ impl BackendVisitor for QueryJob {
                     &[h as usize, w as usize],
                     map,
                 )?;
-                let png = png_rgb(w, h, &heat_over(map, &r.rgb))?;
+                let png = png_rgb(w, h, &heat_over(map, &r.alpha, min_alpha, &r.rgb))?;
                 write_bytes_atomic(&dir.join(format!("{stem}.png")), &png)?;
             }
+            write_npy_f32(&dir.join("alpha.npy"), &[h as usize, w as usize], &r.alpha)?;
             write_bytes_atomic(&dir.join("features.png"), &png_rgb(w, h, &r.rgb)?)?;
             pixels += (w * h) as u64;
             bar.inc(1);
         }
-        bar.finish_and_clear();
+        bar.finish();
         let s = t0.elapsed().as_secs_f64();
         println!(
             "{} queries on {} cameras ({:.2} Mpixel, {}) in {s:.2} s ({:.3} Mpixel/s) on {}",
@@ -168,6 +207,9 @@ impl BackendVisitor for QueryJob {
             },
             pixels as f64 / 1e6 / s.max(1e-9),
             dev.describe()
+        );
+        println!(
+            "heat maps: relevancy above 0.5 lit where the opacity is at least {min_alpha} (query.min_alpha); the .npy maps are raw, alpha.npy holds the opacity"
         );
         println!("wrote {}", args.out.display());
         Ok(())

@@ -1,28 +1,65 @@
 //! `lsplat-engine render`: a run's feature images, per camera `[H, W, C]` npy and PNG.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
 use lsplat_data::io::{write_atomic, write_bytes_atomic};
 use lsplat_data::run_dir::RunInputs;
 use lsplat_device::Backend;
 use lsplat_query::picture::{Colouring, png_rgb};
 use lsplat_render::BackendVisitor;
+use tracing::warn;
 
-use crate::views::{Views, open_run, pick_cameras, progress};
+use crate::progress::{Cadence, Progress};
+use crate::views::{Views, open_run, pick_cameras};
+
+/// How `render` lays out its files.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// `<out>/<camera>.npy` and `<camera>.png`.
+    Ours,
+    /// What LangSplat's `render.py` writes and its `eval/evaluate_iou_loc.py` reads:
+    /// `<out>/<scene>_<level>/train/ours_None/renders_npy/<index:05>.npy` (and
+    /// `renders/<index:05>.png`), index = the camera's place among the run's cameras
+    /// sorted by name.
+    Langsplat,
+}
 
 /// Options of `render`.
 #[derive(clap::Args, Debug)]
 pub struct RenderArgs {
     /// Run directory (written by `train`, or any tool writing the same files).
+    #[arg(long, required_unless_present = "model")]
+    pub run: Option<PathBuf>,
+    /// LangSplat's model folder: renders the run `MODEL_<feature_level>` that
+    /// `train -m MODEL --feature_level L` wrote.
+    #[arg(
+        short = 'm',
+        long = "model_path",
+        alias = "model-path",
+        value_name = "MODEL",
+        conflicts_with = "run",
+        requires = "feature_level"
+    )]
+    pub model: Option<PathBuf>,
+    /// The level of the run with -m (1, 2 or 3).
+    #[arg(long = "feature_level", alias = "feature-level", value_name = "LEVEL",
+          value_parser = clap::value_parser!(u8).range(1..=3))]
+    pub feature_level: Option<u8>,
+    /// File layout: ours, or LangSplat's (so its eval scripts read the renders).
+    #[arg(long, value_enum, default_value = "ours")]
+    pub layout: Layout,
+    /// The scene's name with `--layout langsplat` (`<scene>_<level>`; default: the
+    /// run folder's name without its `_<level>`, i.e. MODEL's name).
     #[arg(long)]
-    pub run: PathBuf,
+    pub name: Option<String>,
     /// Cameras to render (comma-separated names; default: all).
     #[arg(long, value_delimiter = ',')]
     pub cameras: Vec<String>,
     /// Output folder (default `<run>_render` beside the run directory, which belongs
-    /// to its run).
+    /// to its run; with `--layout langsplat`, the folder holding the run, so that
+    /// `<scene>_<level>/train/ours_None/renders_npy` is where LangSplat's eval looks).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Backend to render on (default: the run's `device.backend`).
@@ -35,40 +72,139 @@ pub struct RenderArgs {
 
 /// Runs `render`.
 pub fn run(args: RenderArgs) -> Result<()> {
-    let (run, dev) = open_run(&args.run, args.backend.as_deref())?;
-    let out = args.out.clone().unwrap_or_else(|| {
-        let dir = args.run.canonicalize().unwrap_or_else(|_| args.run.clone());
-        let name = dir
-            .file_name()
-            .map_or_else(|| "run".to_string(), |n| n.to_string_lossy().into_owned());
-        dir.with_file_name(format!("{name}_render"))
-    });
-    dev.visit(RenderJob { run, args, out })
+    if args.name.is_some() && args.layout != Layout::Langsplat {
+        bail!("--name names the scene in LangSplat's layout: add --layout langsplat");
+    }
+    let run_dir = match (&args.run, &args.model, args.feature_level) {
+        (Some(r), _, _) => r.clone(),
+        (None, Some(m), Some(l)) => crate::folders::run_dir(m, &[l]),
+        _ => bail!("give --run RUN_DIR, or -m MODEL --feature_level L"),
+    };
+    let (run, dev) = open_run(&run_dir, args.backend.as_deref())?;
+    let dir = run_dir.canonicalize().unwrap_or_else(|_| run_dir.clone());
+    let run_name = dir
+        .file_name()
+        .map_or_else(|| "run".to_string(), |n| n.to_string_lossy().into_owned());
+    let files = match args.layout {
+        Layout::Ours => {
+            let out = args
+                .out
+                .clone()
+                .unwrap_or_else(|| dir.with_file_name(format!("{run_name}_render")));
+            Files::Ours(out)
+        }
+        Layout::Langsplat => {
+            let level = run.config.scene.level;
+            let scene = match &args.name {
+                Some(n) => n.clone(),
+                None => run_name
+                    .strip_suffix(&format!("_{level}"))
+                    .unwrap_or(&run_name)
+                    .to_string(),
+            };
+            let parent = args
+                .out
+                .clone()
+                .unwrap_or_else(|| dir.parent().map_or_else(PathBuf::new, Path::to_path_buf));
+            let base = parent
+                .join(format!("{scene}_{level}"))
+                .join("train/ours_None");
+            if run.channels != 3 {
+                warn!(
+                    channels = run.channels,
+                    "LangSplat's eval/evaluate_iou_loc.py decodes 3-D autoencoder codes; this run renders {}-channel features",
+                    run.channels
+                );
+            }
+            let mut sorted: Vec<&str> = run.cameras.iter().map(|c| c.name.as_str()).collect();
+            sorted.sort_unstable();
+            let index = sorted
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.to_string(), i))
+                .collect();
+            Files::Langsplat { base, index }
+        }
+    };
+    dev.visit(RenderJob { run, args, files })
+}
+
+/// Where each camera's files go.
+enum Files {
+    /// `<out>/<camera>.npy`, `.png`.
+    Ours(PathBuf),
+    /// `<base>/renders_npy/<index>.npy`, `<base>/renders/<index>.png`.
+    Langsplat {
+        base: PathBuf,
+        index: std::collections::HashMap<String, usize>,
+    },
+}
+
+impl Files {
+    /// The npy and PNG paths of `camera`.
+    fn paths(&self, camera: &str) -> (PathBuf, PathBuf) {
+        match self {
+            Files::Ours(out) => (
+                out.join(format!("{camera}.npy")),
+                out.join(format!("{camera}.png")),
+            ),
+            Files::Langsplat { base, index } => {
+                let i = index.get(camera).copied().unwrap_or(0);
+                (
+                    base.join("renders_npy").join(format!("{i:05}.npy")),
+                    base.join("renders").join(format!("{i:05}.png")),
+                )
+            }
+        }
+    }
+
+    /// The folders to create.
+    fn dirs(&self) -> Vec<PathBuf> {
+        match self {
+            Files::Ours(out) => vec![out.clone()],
+            Files::Langsplat { base, .. } => vec![base.join("renders_npy"), base.join("renders")],
+        }
+    }
+
+    /// The folder named in the last line.
+    fn shown(&self) -> &Path {
+        match self {
+            Files::Ours(out) => out,
+            Files::Langsplat { base, .. } => base,
+        }
+    }
 }
 
 struct RenderJob {
     run: RunInputs,
     args: RenderArgs,
-    out: PathBuf,
+    files: Files,
 }
 
 impl BackendVisitor for RenderJob {
     type Output = Result<()>;
 
     fn visit<B: Backend>(self, dev: B) -> Result<()> {
-        let RenderJob { run, args, out } = self;
+        let RenderJob { run, args, files } = self;
         let cams = pick_cameras(&run.cameras, &args.cameras)?;
-        std::fs::create_dir_all(&out)?;
+        for d in files.dirs() {
+            std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+        }
         let c = run.channels;
         // One colouring for every camera: codes as RGB, or a PCA fitted on the
-        // per-Gaussian features.
-        let colouring = Colouring::fit(&run.features, c);
+        // per-Gaussian features (decoded through the run's codebook, if it has one).
+        let colouring = crate::semantic::colouring(&run);
         let views = Views::new(&dev, &run.gaussians, &run.features, c, &run.config)?;
-        let bar = progress(cams.len() as u64, "cameras", run.config.log.progress);
+        let mut bar = Progress::new(
+            "render",
+            cams.len() as u64,
+            "cameras",
+            run.config.log.progress,
+            Cadence::of(&run.config.log),
+        );
         let t0 = std::time::Instant::now();
         let mut pixels = 0u64;
         for cam in &cams {
-            bar.set_message(cam.name.clone());
             let (w, h) = (cam.width as usize, cam.height as usize);
             let mut rgb = Vec::with_capacity(w * h * 3);
             let mut sink = |band: crate::views::Band<'_>, file: Option<&mut dyn Write>| {
@@ -83,7 +219,7 @@ impl BackendVisitor for RenderJob {
             if args.png_only {
                 views.render(cam, |b| Ok(sink(b, None)?))?;
             } else {
-                let npy = out.join(format!("{}.npy", cam.name));
+                let npy = files.paths(&cam.name).0;
                 let mut err = None;
                 let r = write_atomic(&npy, |f| {
                     f.write_all(&lsplat_data::npy::npy_header("<f4", &[h, w, c]))?;
@@ -101,11 +237,11 @@ impl BackendVisitor for RenderJob {
                 r?;
             }
             let png = png_rgb(cam.width, cam.height, &rgb)?;
-            write_bytes_atomic(&out.join(format!("{}.png", cam.name)), &png)?;
+            write_bytes_atomic(&files.paths(&cam.name).1, &png)?;
             pixels += (w * h) as u64;
             bar.inc(1);
         }
-        bar.finish_and_clear();
+        bar.finish();
         let s = t0.elapsed().as_secs_f64();
         println!(
             "rendered {} cameras ({:.2} Mpixel, C = {c}) in {s:.2} s ({:.2} Mpixel/s) on {}",
@@ -116,13 +252,15 @@ impl BackendVisitor for RenderJob {
         );
         println!(
             "pictures: {}",
-            match colouring {
-                Colouring::Codes { .. } => "codes as RGB (0.5·f/α + 0.5, times α)",
-                Colouring::Pca { .. } =>
+            match (colouring, &run.decoder) {
+                (Colouring::Codes { .. }, _) => "codes as RGB (0.5·f/α + 0.5, times α)",
+                (Colouring::Pca { .. }, None) =>
                     "three principal axes of the per-Gaussian features (one projection for every camera)",
+                (Colouring::Pca { .. }, Some(_)) =>
+                    "three principal axes of the per-Gaussian features decoded through the run's codebook (one projection for every camera)",
             }
         );
-        println!("wrote {}", out.display());
+        println!("wrote {}", files.shown().display());
         Ok(())
     }
 }

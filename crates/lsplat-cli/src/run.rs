@@ -129,6 +129,15 @@ pub fn write_outputs(dir: &Path, o: &Outputs<'_>) -> Result<serde_json::Value> {
             &comments,
         )?;
     }
+    Ok(summary(o, n, note))
+}
+
+/// The fields of `summary.json` every run has, whatever its model: steps, time, the
+/// loss windows, the evaluation on the fitted and held-out cameras, the size of what
+/// was fitted (`gaussians`, `channels`) and `features` (what the outputs hold).
+pub fn summary(o: &Outputs<'_>, gaussians: usize, features: &str) -> serde_json::Value {
+    let n = gaussians;
+    let note = features;
     let windows = loss_windows(o.losses);
     let fitted = o.quality.map(|q| q.fitted);
     let held = o.quality.and_then(|q| q.held_out);
@@ -176,7 +185,7 @@ pub fn write_outputs(dir: &Path, o: &Outputs<'_>) -> Result<serde_json::Value> {
             summary["streamed_operators"] = f.streamed.into();
         }
     }
-    Ok(summary)
+    summary
 }
 
 /// Writes `summary` as `dir/summary.json`, atomically (per-level folders; the run

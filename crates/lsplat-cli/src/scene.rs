@@ -1,6 +1,6 @@
 //! Configuration and scene loading.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use lsplat_core::Config;
@@ -13,8 +13,38 @@ pub const DEMO_SCENE: &str = include_str!("../../../scenes/demo.toml");
 
 /// Defaults ← scene file (or the embedded demo) ← `--set` overrides.
 pub fn config(args: &SceneArgs) -> Result<Config> {
+    Ok(resolve(args)?.cfg)
+}
+
+/// A resolved configuration, and the LangSplat folders its scene came from.
+pub struct Resolved {
+    /// The configuration.
+    pub cfg: Config,
+    /// What `-s`/`-m` found, when given.
+    pub found: Option<crate::folders::Found>,
+}
+
+impl Resolved {
+    /// The run directory when no `--out` is given: `MODEL_<level>` for folder scenes.
+    pub fn default_out(&self) -> Option<PathBuf> {
+        let f = self.found.as_ref()?;
+        let levels = self.cfg.solve.levels_or(self.cfg.scene.level);
+        Some(crate::folders::run_dir(&f.model, &levels))
+    }
+
+    /// The scene file a folder scene's run writes (`scene.toml`).
+    pub fn scene_file(&self) -> Option<String> {
+        Some(self.found.as_ref()?.scene_toml(self.cfg.scene.level))
+    }
+}
+
+/// Defaults ← scene file, LangSplat folders (`-s`/`-m`, with the dataset imported on
+/// first use) or the embedded demo ← `--set` overrides.
+pub fn resolve(args: &SceneArgs) -> Result<Resolved> {
+    let folders = args.folders.given();
     let mut cfg = match &args.scene {
         Some(path) => Config::load(path)?,
+        None if folders => Config::default(),
         None => Config::from_toml(DEMO_SCENE, Path::new("<embedded demo scene>"))?,
     };
     for s in &args.set {
@@ -23,7 +53,15 @@ pub fn config(args: &SceneArgs) -> Result<Config> {
     // Paths given with --set are relative to the working directory.
     cfg.resolve_paths(Path::new("."));
     cfg.validate()?;
-    Ok(cfg)
+    let found = if folders {
+        let found = crate::folders::apply(&args.folders, &mut cfg)?;
+        cfg.validate()?;
+        println!("{}", found.describe(cfg.scene.level));
+        Some(found)
+    } else {
+        None
+    };
+    Ok(Resolved { cfg, found })
 }
 
 /// A loaded scene: the data of the first level, the labels of the further levels a

@@ -10,6 +10,7 @@ use lsplat_cpu::gemm::{MatRef, gemm};
 use lsplat_data::embeddings::TextEmbeddings;
 use lsplat_data::run_dir::Decoder;
 use lsplat_device::Backend;
+use lsplat_query::picture::Colouring;
 use lsplat_query::{CANONICAL, normalize_rows, relevancy};
 
 use crate::views::Views;
@@ -203,6 +204,61 @@ impl Lift {
     }
 }
 
+/// The colouring of a run's pictures (`render`, `query`): codes as RGB, or a PCA of the
+/// per-Gaussian features — for a run with a decoder (a LangSplatV2 codebook B,
+/// `[C, D]`), of the decoded features `Bᵀw`, as a V1 run's 512-D features would be
+/// coloured, expressed on the rendered weights: the projection `(Bᵀw/α − μ)·a` of the
+/// decoded feature is `(w/α)·(B·a) − μ·a`, so each axis becomes `B·a` and `μ·a` moves
+/// into the range.
+pub fn colouring(run: &lsplat_data::run_dir::RunInputs) -> Colouring {
+    let c = run.channels;
+    let Some(d) = run.decoder.as_ref().filter(|d| d.matrix.len() == c * d.dim) else {
+        return Colouring::fit(&run.features, c);
+    };
+    let n = run.features.len() / c.max(1);
+    let stride = n.div_ceil(lsplat_query::picture::PCA_SAMPLE).max(1);
+    let sample: Vec<f32> = run
+        .features
+        .chunks_exact(c)
+        .step_by(stride)
+        .flatten()
+        .copied()
+        .collect();
+    let m = sample.len() / c;
+    let mut decoded = vec![0f32; m * d.dim];
+    gemm(
+        1.0,
+        MatRef::new(&sample, m, c),
+        MatRef::new(&d.matrix, c, d.dim),
+        0.0,
+        &mut decoded,
+    );
+    let Colouring::Pca {
+        mean, axes, lo, hi, ..
+    } = Colouring::fit(&decoded, d.dim)
+    else {
+        return Colouring::fit(&run.features, c);
+    };
+    let mut on_weights = vec![0f32; 3 * c];
+    let (mut lo2, mut hi2) = (lo, hi);
+    for k in 0..3 {
+        let ax = &axes[k * d.dim..(k + 1) * d.dim];
+        for (j, row) in d.matrix.chunks_exact(d.dim).enumerate() {
+            on_weights[k * c + j] = dot(row, ax);
+        }
+        let shift = dot(&mean, ax);
+        lo2[k] += shift;
+        hi2[k] += shift;
+    }
+    Colouring::Pca {
+        dim: c,
+        mean: vec![0.0; c],
+        axes: on_weights,
+        lo: lo2,
+        hi: hi2,
+    }
+}
+
 /// `a·b` summed in f64, rounded to f32.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter()
@@ -227,6 +283,8 @@ pub struct ImageRelevancy {
     pub maps: Vec<Vec<f32>>,
     /// RGB8 picture of the rendered features (empty without a colouring).
     pub rgb: Vec<u8>,
+    /// Rendered opacity (accumulated alpha) per pixel, row-major `[H, W]`.
+    pub alpha: Vec<f32>,
 }
 
 /// Renders `cam`, lifts every pixel and scores it against `positives` / `negatives`.
@@ -243,8 +301,10 @@ pub fn image_relevancy<B: Backend>(
     let hw = cam.pixel_count();
     let mut maps = vec![vec![0f32; hw]; q];
     let mut rgb = Vec::with_capacity(hw * 3);
+    let mut alpha = Vec::with_capacity(hw);
     views.render(cam, |band| {
         let base = band.y0 as usize * band.width as usize;
+        alpha.extend_from_slice(band.alpha);
         if let Some(c) = colouring {
             rgb.extend(c.rgb(band.features, band.alpha));
         }
@@ -260,7 +320,7 @@ pub fn image_relevancy<B: Backend>(
         }
         Ok(())
     })?;
-    Ok(ImageRelevancy { maps, rgb })
+    Ok(ImageRelevancy { maps, rgb, alpha })
 }
 
 /// Similarities `[rows, T]` of `[rows, channels]` features (per Gaussian, or per

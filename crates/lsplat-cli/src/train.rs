@@ -17,13 +17,19 @@ use lsplat_engine::{CheckpointPlugin, EngineError, MetricsFilePlugin, Quality, S
 use lsplat_render::{BackendVisitor, Device};
 use tracing::info;
 
+use crate::progress::Cadence;
 use crate::scene::Loaded;
 use crate::{TrainArgs, progress, run as outputs, scene};
 
 /// Where the run starts.
 enum Start {
-    /// A new run directory (`--out`, or a unique default name).
-    Fresh { out: Option<PathBuf>, force: bool },
+    /// A new run directory (`--out`, or a unique default name), and the scene file a
+    /// folder scene writes into it.
+    Fresh {
+        out: Option<PathBuf>,
+        force: bool,
+        scene_file: Option<String>,
+    },
     /// An existing one, continued from this checkpoint; rank 0 holds its lock (the
     /// other ranks of a data-parallel run never touch the run directory).
     Resume {
@@ -52,20 +58,34 @@ pub fn run(args: TrainArgs) -> Result<()> {
 fn run_rank(args: TrainArgs, comm: Arc<dyn Comm>) -> Result<()> {
     let (cfg, start) = match &args.resume {
         Some(dir) => resume_config(dir, &args.scene.set, &*comm)?,
-        None => (
-            scene::config(&args.scene)?,
-            Start::Fresh {
-                out: args.out,
-                force: args.force,
-            },
-        ),
+        None => {
+            let resolved = scene::resolve(&args.scene)?;
+            let out = args.out.or_else(|| resolved.default_out());
+            if args.force && out.is_none() {
+                bail!("--force overwrites the run in --out: give --out DIR (or -m MODEL)");
+            }
+            let scene_file = resolved.scene_file();
+            (
+                resolved.cfg,
+                Start::Fresh {
+                    out,
+                    force: args.force,
+                    scene_file,
+                },
+            )
+        }
     };
     start_job(cfg, start, comm)
 }
 
 /// Runs `solve` (or `train` with `train.solver` set to a solver): a new run
 /// directory, fitted once.
-pub fn run_fresh(cfg: Config, out: Option<PathBuf>, force: bool) -> Result<()> {
+pub fn run_fresh(
+    cfg: Config,
+    out: Option<PathBuf>,
+    force: bool,
+    scene_file: Option<String>,
+) -> Result<()> {
     if let Some(l) = lsplat_dist::detect().filter(|l| l.ranks > 1) {
         bail!(
             "started by {} with {} ranks, but a solver runs on one process (it takes seconds): start `solve` without the launcher",
@@ -75,7 +95,11 @@ pub fn run_fresh(cfg: Config, out: Option<PathBuf>, force: bool) -> Result<()> {
     }
     start_job(
         cfg,
-        Start::Fresh { out, force },
+        Start::Fresh {
+            out,
+            force,
+            scene_file,
+        },
         Arc::new(lsplat_dist::Local),
     )
 }
@@ -101,6 +125,7 @@ fn start_job(mut cfg: Config, start: Start, comm: Arc<dyn Comm>) -> Result<()> {
         );
     }
     crate::plugins::check(&cfg)?;
+    crate::plugins::resolve_iterations(&mut cfg);
     let loaded = scene::load(&cfg)?;
     crate::plugins::check_dataset(&cfg, &loaded.data)?;
     info!(
@@ -165,7 +190,7 @@ fn resume_config(dir: &Path, sets: &[String], comm: &dyn Comm) -> Result<(Config
             );
         }
     }
-    let iters = cfg.train.iterations as u64;
+    let iters = cfg.train.iterations() as u64;
     if iters < ckpt.step || (iters == ckpt.step && comm.rank() == 0 && run::is_finished(dir)) {
         bail!(
             "{}: the run has already trained {} of train.iterations = {iters} steps; pass --set train.iterations=N with N > {} to train further",
@@ -217,21 +242,28 @@ impl BackendVisitor for TrainJob {
         } else {
             dev.describe()
         };
-        let (run, ckpt) = match start {
-            Start::Fresh { .. } if !rank0 => (None, None),
-            Start::Fresh { out, force } => {
+        let (run, ckpt, scene_file) = match start {
+            Start::Fresh { .. } if !rank0 => (None, None, None),
+            Start::Fresh {
+                out,
+                force,
+                scene_file,
+            } => {
                 let run = match out {
                     Some(out) => RunDir::create(&out, force)?,
                     None => {
                         RunDir::create_unique(&outputs::default_parent(), &outputs::default_name())?
                     }
                 };
-                (Some(run), None)
+                (Some(run), None, scene_file)
             }
-            Start::Resume { run, ckpt } => (run, Some(ckpt)),
+            Start::Resume { run, ckpt } => (run, Some(ckpt), None),
         };
         if let Some(run) = &run {
             run.write_config(&cfg.to_toml())?;
+            if let Some(text) = scene_file {
+                lsplat_data::io::write_bytes_atomic(&run.join(run::SCENE_FILE), text.as_bytes())?;
+            }
         }
         let collective = Collective::new(comm.clone());
         if let Some(model) = crate::plugins::model::<B>(&cfg) {
@@ -261,7 +293,21 @@ impl BackendVisitor for TrainJob {
                 "solving"
             );
             let t0 = Instant::now();
-            let report = session.fit()?;
+            let bars = Arc::new(std::sync::Mutex::new(progress::SolveProgress::new(
+                cfg.log.progress,
+                Cadence::of(&cfg.log),
+            )));
+            let sink = bars.clone();
+            session.on_fit_progress(move |e| {
+                if let Ok(mut b) = sink.lock() {
+                    b.event(e);
+                }
+            });
+            let report = session.fit();
+            if let Ok(mut b) = bars.lock() {
+                b.finish();
+            }
+            let report = report?;
             Fitted {
                 losses: Vec::new(),
                 seconds: t0.elapsed().as_secs_f64(),
@@ -354,17 +400,17 @@ impl BackendVisitor for TrainJob {
 }
 
 /// What the fitting produced, besides the features.
-struct Fitted {
+pub(crate) struct Fitted {
     /// `(step, loss)` of every step of the run (all sessions of it).
-    losses: Vec<(u64, f32)>,
+    pub losses: Vec<(u64, f32)>,
     /// Wall seconds of this session's loop (or of the solver).
-    seconds: f64,
+    pub seconds: f64,
     /// First step of this session.
-    start: u64,
+    pub start: u64,
     /// Steps of the whole run.
-    steps: u64,
+    pub steps: u64,
     /// The solver's report (solvers only).
-    fit: Option<FitReport>,
+    pub fit: Option<FitReport>,
 }
 
 /// The run's metrics file: new, or cut back to a resumed checkpoint's step, with the
@@ -439,13 +485,10 @@ fn train_steps<B: Backend>(
         rss_mb = resident_bytes().map_or(0, |b| b >> 20),
         "training"
     );
-    let iters = cfg.train.iterations as u64;
-    let bar = progress::bar(iters, "steps");
+    let iters = cfg.train.iterations() as u64;
+    let show = cfg.log.progress && run.is_some();
+    let mut bar = progress::Progress::new("train", iters, "steps", show, Cadence::of(&cfg.log));
     bar.set_position(start);
-    bar.reset_eta();
-    if !cfg.log.progress || run.is_none() {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
     let t0 = Instant::now();
     for _ in start..iters {
         if let Err(e) = session.step() {
@@ -469,7 +512,7 @@ fn train_steps<B: Backend>(
         session.drain_cache_reports();
     }
     let seconds = t0.elapsed().as_secs_f64();
-    bar.finish_and_clear();
+    bar.finish();
     Ok(Fitted {
         losses,
         seconds,
@@ -479,7 +522,8 @@ fn train_steps<B: Backend>(
     })
 }
 
-fn print_summary(
+/// The human-readable report of a finished run (every model).
+pub(crate) fn print_summary(
     cfg: &Config,
     backend: &str,
     f: &Fitted,
@@ -545,9 +589,14 @@ fn print_summary(
     }
     for q in quality.unwrap_or(&[]) {
         let line = |what: &str, e: &lsplat_engine::EvalReport| {
+            let l1 = if e.mean_l1.is_finite() {
+                format!(", masked L1 {:.6}", e.mean_l1)
+            } else {
+                String::new()
+            };
             println!(
-                "level {}: recovered-feature similarity on {what} cameras ({}): mean cosine {:.4}, masked L1 {:.6} over {} valid pixels",
-                q.level, e.cameras, e.mean_cosine, e.mean_l1, e.pixels
+                "level {}: recovered-feature similarity on {what} cameras ({}): mean cosine {:.4}{l1} over {} valid pixels",
+                q.level, e.cameras, e.mean_cosine, e.pixels
             )
         };
         line("fitted", &q.fitted);

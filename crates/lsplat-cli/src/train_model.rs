@@ -59,6 +59,7 @@ pub fn train<B: Backend>(
     let gaussians = data.gaussians.len();
     let t_setup = Instant::now();
     let checkpoints = model.checkpoints();
+    let channels = model.render_channels();
     let mut session = Session::with_model(dev, cfg, data, collective, model)?;
     let setup_seconds = t_setup.elapsed().as_secs_f64();
     let (log, mut losses) = crate::train::metrics_log(run, ckpt)?;
@@ -85,13 +86,10 @@ pub fn train<B: Backend>(
         rss_mb = resident_bytes().map_or(0, |b| b >> 20),
         "training"
     );
-    let iters = cfg.train.iterations as u64;
-    let bar = progress::bar(iters, "steps");
+    let iters = cfg.train.iterations() as u64;
+    let cadence = progress::Cadence::of(&cfg.log);
+    let mut bar = progress::Progress::new("train", iters, "steps", cfg.log.progress, cadence);
     bar.set_position(start);
-    bar.reset_eta();
-    if !cfg.log.progress {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
     let t0 = Instant::now();
     for _ in start..iters {
         if let Err(e) = session.step() {
@@ -113,60 +111,68 @@ pub fn train<B: Backend>(
     }
     let seconds = t0.elapsed().as_secs_f64();
     let ran = iters - start;
-    bar.finish_and_clear();
+    bar.finish();
+    // The same evaluation, summary fields and printout as the built-in model's runs.
+    let t_eval = Instant::now();
+    let quality = if cfg.log.eval {
+        Some(session.quality()?)
+    } else {
+        None
+    };
+    let eval_seconds = t_eval.elapsed().as_secs_f64();
     let report = session.model_report()?;
     let files = session
         .write_model_outputs(run.path())
         .with_context(|| format!("writing the {name} outputs"))?;
-    let window = losses.len().clamp(1, 100).min(losses.len().max(1));
-    let mean = |s: &[(u64, f32)]| {
-        if s.is_empty() {
-            f64::NAN
-        } else {
-            s.iter().map(|(_, l)| *l as f64).sum::<f64>() / s.len() as f64
-        }
-    };
-    let first = mean(&losses[..window.min(losses.len())]);
-    let last = mean(&losses[losses.len().saturating_sub(window)..]);
     let stats = session.cache_stats();
-    let summary = serde_json::json!({
-        "model": name,
-        "backend": backend,
-        "gaussians": gaussians,
-        "steps": iters,
-        "seconds": seconds,
-        "steps_this_run": ran,
-        "ms_per_step": if ran > 0 { 1e3 * seconds / ran as f64 } else { 0.0 },
-        "setup_seconds": setup_seconds,
-        "loss_first_window": first,
-        "loss_last_window": last,
-        "loss_window_steps": window,
-        "outputs": files,
-        "report": report,
-        "cache": { "hits": stats.hits, "misses": stats.misses, "evictions": stats.evictions, "bytes": stats.bytes },
-    });
-    run.finish(serde_json::to_string_pretty(&summary)?.as_bytes())?;
-    println!(
-        "{name}: {ran} steps in {seconds:.1} s ({:.2} ms/step) on {backend}{}",
-        if ran > 0 {
-            1e3 * seconds / ran as f64
-        } else {
-            0.0
-        },
-        if start > 0 {
-            format!(", from step {start}")
-        } else {
-            String::new()
-        }
-    );
-    println!(
-        "loss: mean of the first {window} steps {first:.6}, of the last {window} {last:.6} ({:.2}× lower)",
-        first / last
-    );
-    if !report.is_null() {
-        println!("quality: {report}");
+    let fitted = crate::train::Fitted {
+        losses,
+        seconds,
+        start,
+        steps: iters,
+        fit: None,
+    };
+    let o = crate::run::Outputs {
+        features: &[],
+        channels,
+        losses: &fitted.losses,
+        quality: quality.as_ref().and_then(|q| q.first().copied()),
+        holdout: cfg.eval.holdout,
+        solver: cfg.train.solver.name(),
+        fit: None,
+        seconds,
+        session_steps: ran,
+        steps: iters,
+        backend: backend.to_string(),
+        ply: None,
+    };
+    let note = format!("{name}: the model's own outputs ({})", files.join(", "));
+    let mut summary = crate::run::summary(&o, gaussians, &note);
+    summary["model"] = name.into();
+    summary["outputs"] = files.clone().into();
+    summary["ms_per_step"] = if ran > 0 {
+        1e3 * seconds / ran as f64
+    } else {
+        0.0
     }
-    println!("outputs: {}", files.join(", "));
+    .into();
+    summary["setup_seconds"] = setup_seconds.into();
+    summary["cache"] = serde_json::json!({
+        "hits": stats.hits, "misses": stats.misses, "evictions": stats.evictions, "bytes": stats.bytes,
+    });
+    if !report.is_null() {
+        summary["report"] = report;
+    }
+    run.finish(serde_json::to_string_pretty(&summary)?.as_bytes())?;
+    println!("model {name}: outputs {}", files.join(", "));
+    crate::train::print_summary(cfg, backend, &fitted, quality.as_deref(), eval_seconds);
+    println!(
+        "cache: {} hits, {} misses, {} evictions, {:.1} MB held",
+        stats.hits,
+        stats.misses,
+        stats.evictions,
+        stats.bytes as f64 / 1e6
+    );
     println!("run directory: {}", run.path().display());
     Ok(())
 }

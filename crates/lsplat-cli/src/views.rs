@@ -4,7 +4,6 @@
 //! gets its opacity α = Σ αᵢTᵢ (what empty space and edges look like in pictures).
 
 use anyhow::{Context, Result, bail};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lsplat_core::config::BackendKind;
 use lsplat_core::{Camera, Gaussians, TileGrid};
 use lsplat_device::{Backend, PixelSet};
@@ -126,19 +125,6 @@ impl<'a, B: Backend> Views<'a, B> {
         }
         Ok(())
     }
-}
-
-/// A progress bar on stderr (hidden when `show` is false).
-pub fn progress(len: u64, what: &str, show: bool) -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
-    if !show {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    }
-    bar.set_style(
-        ProgressStyle::with_template(&format!("{{bar:30}} {{pos}}/{{len}} {what}  {{msg}}"))
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar
 }
 
 /// Parses a `--backend` value.

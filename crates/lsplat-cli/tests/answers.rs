@@ -267,11 +267,152 @@ fn autoencoder_v1_training_and_queries() {
     assert!(!r.join("x").exists(), "nothing written for bad input");
 }
 
+/// RGB8 pixels of a PNG file.
+fn png_pixels(path: &std::path::Path) -> Vec<u8> {
+    let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut r = dec.read_info().unwrap();
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    let info = r.next_frame(&mut buf).unwrap();
+    assert_eq!(info.color_type, png::ColorType::Rgb);
+    buf.truncate(info.buffer_size());
+    buf
+}
+
+/// Heat maps light only the subject (issue 29, point 17): a pixel whose rendered
+/// opacity is under `query.min_alpha` (0.5) keeps the dimmed feature picture in the
+/// PNG even where its raw relevancy is above 0.5, while the `.npy` keeps the raw map
+/// and `alpha.npy` the opacity (checked against the render's composited ones).
+#[test]
+fn heat_maps_do_not_light_the_background() {
+    let sy = synth_512();
+    let r = &sy.root;
+    let run = r.join("avg");
+    ok(&[
+        "solve",
+        "--scene",
+        s(&sy.scene),
+        "--method",
+        "average",
+        "--set",
+        "log.progress=false",
+        "--out",
+        s(&run),
+    ]);
+    let text = write_text(r, 512);
+    let q = r.join("q");
+    let said = ok(&[
+        "query",
+        "--run",
+        s(&run),
+        "--text",
+        s(&text),
+        "--out",
+        s(&q),
+    ]);
+    assert!(said.contains("query.min_alpha"), "{said}");
+    let (mut bg_raw_lit, mut bg, mut fg_lit) = (0, 0, 0);
+    for cam in ["frame_00001", "frame_00002", "frame_00003", "frame_00004"] {
+        let dir = q.join(cam);
+        let alpha = read_npy(&dir.join("alpha.npy")).unwrap();
+        assert_eq!(alpha.shape, vec![36, 48]);
+        let feats = png_pixels(&dir.join("features.png"));
+        for k in 0..3 {
+            let map = read_npy(&dir.join(format!("thing_{k}.npy"))).unwrap().data;
+            let heat = png_pixels(&dir.join(format!("thing_{k}.png")));
+            for (p, (&m, &a)) in map.iter().zip(&alpha.data).enumerate() {
+                let px = &heat[3 * p..3 * p + 3];
+                let dim: Vec<u8> = feats[3 * p..3 * p + 3]
+                    .iter()
+                    .map(|v| (*v as f32 * 0.3).round() as u8)
+                    .collect();
+                if a < 0.5 {
+                    bg += 1;
+                    bg_raw_lit += usize::from(m > 0.5);
+                    assert_eq!(px, &dim[..], "{cam} thing {k} pixel {p}: alpha {a}, r {m}");
+                } else if m > 0.5 && px != &dim[..] {
+                    fg_lit += 1;
+                }
+            }
+        }
+    }
+    eprintln!("{bg} background pixel-queries, {bg_raw_lit} with raw r > 0.5; {fg_lit} lit");
+    assert!(bg_raw_lit > 0, "the raw maps keep background relevancy");
+    assert!(fg_lit > 0, "the subject is lit");
+    // alpha.npy is the composite of ones, as the float64 reference renders it.
+    let back = lsplat_data::run_dir::load_run(&run).unwrap();
+    let cam = back.camera("frame_00002").unwrap();
+    let alpha = read_npy(&q.join("frame_00002/alpha.npy")).unwrap().data;
+    let splats = reference::project(&back.gaussians, cam, 0.01, 1e10);
+    let ones = vec![1.0f32; back.gaussians.len()];
+    let mut checked = 0;
+    for y in 0..36u32 {
+        for x in 0..48u32 {
+            let rp = reference::pixel(&splats, &ones, 1, x, y, 1e-4);
+            if !rp.ambiguous {
+                let got = f64::from(alpha[(y * 48 + x) as usize]);
+                assert!((got - rp.value[0]).abs() < 1e-4, "({x}, {y})");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 1000, "{checked}");
+    // With --min-alpha 0 the background is lit again where its raw relevancy says so.
+    let q0 = r.join("q0");
+    ok(&[
+        "query",
+        "--run",
+        s(&run),
+        "--text",
+        s(&text),
+        "--out",
+        s(&q0),
+        "--min-alpha",
+        "0",
+    ]);
+    let relit = ["frame_00001", "frame_00002", "frame_00003", "frame_00004"]
+        .iter()
+        .flat_map(|cam| (0..3).map(move |k| (cam, k)))
+        .map(|(cam, k)| {
+            let dir = q0.join(cam);
+            let alpha = read_npy(&dir.join("alpha.npy")).unwrap().data;
+            let map = read_npy(&dir.join(format!("thing_{k}.npy"))).unwrap().data;
+            let (heat, feats) = (
+                png_pixels(&dir.join(format!("thing_{k}.png"))),
+                png_pixels(&dir.join("features.png")),
+            );
+            (0..map.len())
+                .filter(|&p| alpha[p] < 0.5 && map[p] > 0.5)
+                .filter(|&p| {
+                    let dim = feats[3 * p..3 * p + 3]
+                        .iter()
+                        .map(|v| (*v as f32 * 0.3).round() as u8);
+                    !heat[3 * p..3 * p + 3].iter().copied().eq(dim)
+                })
+                .count()
+        })
+        .sum::<usize>();
+    assert_eq!(relit, bg_raw_lit, "min_alpha 0 lights every raw r > 0.5");
+    let e = fails(&[
+        "query",
+        "--run",
+        s(&run),
+        "--text",
+        s(&text),
+        "--out",
+        s(&r.join("x")),
+        "--min-alpha",
+        "1.5",
+    ]);
+    assert!(e.contains("--min-alpha 1.5"), "{e}");
+}
+
 /// A 512-D run evaluated on labels made from synth's own level-3 masks: each object's
 /// mask is the ground truth of the query "thing k".
 #[test]
 fn eval_lerf_on_known_masks() {
-    let sy = synth_512();
+    // 96×72: LangSplat's 30×30 smoothing box must be smaller than the image (synth's
+    // orbit frames the subject, so objects fill much of it).
+    let sy = synth_scene_sized(512, 3, 4, "d512", (96, 72));
     let r = &sy.root;
     let run = r.join("run512");
     let scene = scene_with(r, "d512");
@@ -307,6 +448,25 @@ fn eval_lerf_on_known_masks() {
         out.join("frame_00003/thing_0.png").is_file()
             || out.join("frame_00003/thing_1.png").is_file()
     );
+    // The same run found as LangSplat's level run `MODEL_1` of `-m MODEL`.
+    std::os::unix::fs::symlink(&run, r.join("model_1")).unwrap();
+    let said = ok(&[
+        "eval",
+        "lerf",
+        "-m",
+        s(&r.join("model")),
+        "--labels",
+        s(&labels),
+        "--text",
+        s(&text),
+        "--out",
+        s(&r.join("eval_m")),
+    ]);
+    assert!(said.contains("mIoU"), "{said}");
+    let jm: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(r.join("eval_m/lerf.json")).unwrap())
+            .unwrap();
+    assert_eq!(jm["miou"], j["miou"]);
     // LangSplat's index rule maps frame 3 to the third camera: the same answer.
     let out2 = r.join("eval2");
     let j2 = eval_lerf(&run, &labels, &text, &out2, &["--match", "index"]);
@@ -353,6 +513,10 @@ names = ["object", "things", "stuff", "texture", "bear nose"]
 emb = np.random.default_rng(0).standard_normal((len(names), 512)).astype(np.float32)
 pq.write_table(pa.table({"name": names, "embedding": pa.FixedSizeListArray.from_arrays(pa.array(emb.ravel()), 512)}), d + "/text.parquet")
 np.save(d + "/text.npy", emb); open(d + "/text.txt", "w").write("\n".join(names))
+import pandas as pd
+pd.DataFrame({"name": pd.Series(names, dtype="string[pyarrow]"), "embedding": list(emb)}).to_parquet(d + "/text_pandas.parquet")
+assert str(pq.read_schema(d + "/text_pandas.parquet").field("name").type) == "large_string"
+pq.write_table(pa.table({"name": pa.array(names, pa.string_view()), "embedding": pa.FixedSizeListArray.from_arrays(pa.array(emb.ravel()), 512)}), d + "/text_view.parquet")
 m = load_file(d + "/ae.safetensors")
 print(m["encoder.0.weight"].shape, m["decoder.12.weight"].shape, float(m["encoder.0.weight"].astype(np.float64).sum()), int(m["encoder.1.num_batches_tracked"]))
 "#;
@@ -379,4 +543,14 @@ print(m["encoder.0.weight"].shape, m["decoder.12.weight"].shape, float(m["encode
     );
     assert_eq!((a.dim, &a.names), (b.dim, &b.names));
     assert_eq!(a.values, b.values);
+    // pandas writes the names as `large_string`, pyarrow's `string_view` as Utf8View:
+    // both read the same (issue 29, point 7).
+    for f in ["text_pandas.parquet", "text_view.parquet"] {
+        let c = lsplat_data::embeddings::read_embeddings(&d.join(f)).unwrap();
+        assert_eq!(
+            (c.dim, &c.names, &c.values),
+            (a.dim, &a.names, &a.values),
+            "{f}"
+        );
+    }
 }

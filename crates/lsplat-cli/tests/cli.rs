@@ -500,3 +500,144 @@ fn top_level_help_lists_every_command_and_stderr_has_no_colour_off_a_terminal() 
         "{out}"
     );
 }
+
+/// Off a terminal (stderr piped, as under CI, nohup or Slurm), `train`, `synth`,
+/// `render` and `query`-style commands print plain progress lines — no ANSI — at the
+/// configured cadence: by time (`log.progress_every_s`) and by share of the work
+/// (`log.progress_every_percent`), each with the count, the rate, the time left and
+/// (for training) the loss; a first line when the work starts and a last when it ends
+/// (issue 29, point 14).
+#[test]
+fn progress_lines_off_a_terminal() {
+    let t = tempfile::tempdir().unwrap();
+    let run = t.path().join("r");
+    // By time alone (percent 100: only the end would print).
+    let o = bin()
+        .args([
+            "train",
+            "--set",
+            "train.iterations=1500",
+            "--set",
+            "demo.cameras=4",
+            "--set",
+            "log.eval=false",
+            "--set",
+            "log.every=50",
+            "--set",
+            "log.progress_every_s=0.02",
+            "--set",
+            "log.progress_every_percent=100",
+            "--out",
+        ])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains('\x1b'), "no ANSI off a terminal: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("train: ")).collect();
+    assert!(
+        lines
+            .first()
+            .is_some_and(|l| l.starts_with("train: started, 1500 steps")),
+        "{err}"
+    );
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.starts_with("train: done, 1500 steps")),
+        "{err}"
+    );
+    let steady: Vec<&&str> = lines
+        .iter()
+        .filter(|l| {
+            l.contains("/1500 steps (") && l.contains("steps/s, ETA ") && l.contains("loss ")
+        })
+        .collect();
+    assert!(steady.len() >= 3, "lines every 0.02 s: {err}");
+    // By share of the work: 4 cameras at 25 % each, one line per camera.
+    let o = bin()
+        .args(["render", "--run"])
+        .arg(&run)
+        .arg("--out")
+        .arg(t.path().join("render"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for k in 1..=4 {
+        assert!(
+            err.contains(&format!("render: {k}/4 cameras ({}%)", 25 * k)),
+            "{err}"
+        );
+    }
+    // solve: its pass over the fitted cameras, then the least-squares iterations.
+    let o = bin()
+        .args([
+            "solve",
+            "--method",
+            "lsq",
+            "--set",
+            "demo.cameras=4",
+            "--set",
+            "log.eval=false",
+            "--set",
+            "log.progress_every_percent=25",
+            "--out",
+        ])
+        .arg(t.path().join("solved"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for k in 1..=4 {
+        assert!(
+            err.contains(&format!("solve: {k}/4 cameras ({}%)", 25 * k)),
+            "{err}"
+        );
+    }
+    assert!(
+        err.contains("solve lsq: started, 500 iterations")
+            && err.contains("solve lsq: done, ")
+            && err.contains("relative residual"),
+        "{err}"
+    );
+    // synth has no configuration: the defaults (every 30 s or 10 %).
+    let ply = t.path().join("tiny.ply");
+    let demo = lsplat_data::demo::generate(&Default::default(), 1).unwrap();
+    let n = demo.scene.gaussians.len();
+    lsplat_data::ply::write_ply(
+        &ply,
+        &lsplat_data::ply::SplatPly {
+            gaussians: demo.scene.gaussians,
+            sh_degree: 0,
+            sh_dc: vec![[0.0; 3]; n],
+            sh_rest: Vec::new(),
+            extra_names: Vec::new(),
+            extra: Vec::new(),
+        },
+    )
+    .unwrap();
+    let o = bin()
+        .args([
+            "synth", "--orbit", "10", "--width", "32", "--height", "24", "--splats",
+        ])
+        .arg(&ply)
+        .arg("--out")
+        .arg(t.path().join("s"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("synth: started, 10 cameras (progress every 30s or 10%)"),
+        "{err}"
+    );
+    for k in 1..=10 {
+        assert!(
+            err.contains(&format!("synth: {k}/10 cameras ({}%)", 10 * k)),
+            "{err}"
+        );
+    }
+    assert!(!err.contains('\x1b'), "{err}");
+}

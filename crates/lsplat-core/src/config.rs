@@ -31,6 +31,8 @@ pub struct Config {
     pub solve: SolveConfig,
     /// Held-out evaluation.
     pub eval: EvalConfig,
+    /// Text queries (`lsplat-engine query`).
+    pub query: QueryConfig,
     /// Data-parallel training across ranks (started by `mpirun` or `srun`).
     pub dist: DistConfig,
     /// ONNX Runtime, which runs the neural models (CLIP's encoders).
@@ -185,8 +187,10 @@ impl Default for DemoConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TrainConfig {
-    /// Number of optimiser steps.
-    pub iterations: u32,
+    /// Number of optimiser steps; unset = the model's own default
+    /// ([`DEFAULT_ITERATIONS`] = 30 000 for LangSplat V1, 10 000 for LangSplatV2), which
+    /// a run records in its `config.toml`.
+    pub iterations: Option<u32>,
     /// Adam learning rate (constant).
     pub lr: f32,
     /// Adam β₁.
@@ -227,7 +231,7 @@ pub struct TrainConfig {
 impl Default for TrainConfig {
     fn default() -> Self {
         TrainConfig {
-            iterations: 30_000,
+            iterations: None,
             lr: 2.5e-3,
             beta1: 0.9,
             beta2: 0.999,
@@ -241,6 +245,18 @@ impl Default for TrainConfig {
             init_std: 0.01,
             solver: SolverKind::Adam,
         }
+    }
+}
+
+/// Steps of LangSplat V1 (its `train.py`), the default of `train.iterations` for the
+/// built-in model.
+pub const DEFAULT_ITERATIONS: u32 = 30_000;
+
+impl TrainConfig {
+    /// `iterations`, or [`DEFAULT_ITERATIONS`] when unset (a plugin model's own default
+    /// is filled in by the session and the CLI before this is read).
+    pub fn iterations(&self) -> u32 {
+        self.iterations.unwrap_or(DEFAULT_ITERATIONS)
     }
 }
 
@@ -337,6 +353,23 @@ impl EvalConfig {
     pub fn is_held_out(&self, i: usize) -> bool {
         let k = self.holdout as usize;
         k > 0 && i % k == k - 1
+    }
+}
+
+/// Text queries on rendered features (`lsplat-engine query`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueryConfig {
+    /// Pixels whose rendered opacity (accumulated alpha, Σ αᵢTᵢ) is below this are
+    /// background: their relevancy is not lit in the heat-map PNGs (the `.npy` maps
+    /// keep every pixel's raw value; `alpha.npy` holds the opacity). In [0, 1]; 0
+    /// lights every pixel.
+    pub min_alpha: f32,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        QueryConfig { min_alpha: 0.5 }
     }
 }
 
@@ -501,7 +534,8 @@ pub enum SimtSchedule {
 pub struct LogConfig {
     /// Read the device-side metrics back every this many steps.
     pub every: u32,
-    /// Show a progress bar on a terminal.
+    /// Show progress on stderr: a bar on a terminal; elsewhere (CI, `nohup`, Slurm
+    /// logs) a plain line with the count, the rate, the time left and the loss.
     pub progress: bool,
     /// After training, render every camera's valid pixels and report how well the
     /// targets are reproduced (mean cosine, L1). Costs one render per camera.
@@ -512,6 +546,12 @@ pub struct LogConfig {
     pub checkpoint_every: u32,
     /// Checkpoints kept in the run directory (the newest; at least 1).
     pub checkpoint_keep: u32,
+    /// Off a terminal, a progress line is printed at least every this many seconds
+    /// (positive).
+    pub progress_every_s: f64,
+    /// Off a terminal, a progress line is also printed each time this share of the
+    /// work (percent, in (0, 100]) is done.
+    pub progress_every_percent: f64,
 }
 
 impl Default for LogConfig {
@@ -522,6 +562,8 @@ impl Default for LogConfig {
             eval: true,
             checkpoint_every: 2000,
             checkpoint_keep: 3,
+            progress_every_s: 30.0,
+            progress_every_percent: 10.0,
         }
     }
 }
@@ -659,7 +701,7 @@ impl Config {
                 format!("{} is not 1, 2 or 3", self.scene.level),
             );
         }
-        if self.train.iterations == 0 {
+        if self.train.iterations == Some(0) {
             return bad("train.iterations", "must be at least 1".into());
         }
         self.preprocess.validate()?;
@@ -684,6 +726,27 @@ impl Config {
         }
         if self.models.batch == 0 {
             return bad("models.batch", "must be at least 1".into());
+        }
+        if !(self.log.progress_every_s > 0.0 && self.log.progress_every_s.is_finite()) {
+            return bad(
+                "log.progress_every_s",
+                format!(
+                    "{} must be a positive number of seconds",
+                    self.log.progress_every_s
+                ),
+            );
+        }
+        if !(self.log.progress_every_percent > 0.0 && self.log.progress_every_percent <= 100.0) {
+            return bad(
+                "log.progress_every_percent",
+                format!("{} is not in (0, 100]", self.log.progress_every_percent),
+            );
+        }
+        if !(0.0..=1.0).contains(&self.query.min_alpha) {
+            return bad(
+                "query.min_alpha",
+                format!("{} is not in [0, 1]", self.query.min_alpha),
+            );
         }
         if !(self.train.init_std >= 0.0 && self.train.init_std.is_finite()) {
             return bad(
@@ -768,6 +831,8 @@ impl Config {
                 // Where ONNX Runtime and the models for queries are found.
                 t.remove("onnx");
                 t.remove("models");
+                // Query settings apply after training.
+                t.remove("query");
                 for (section, key) in [
                     ("train", "iterations"),
                     ("device", "threads"),
@@ -819,7 +884,7 @@ mod tests {
         c.set("render.cache=geometry").unwrap();
         c.set("render.cache_budget=1000000").unwrap();
         c.set("scene.splats=foo/bar.ply").unwrap();
-        assert_eq!(c.train.iterations, 500);
+        assert_eq!(c.train.iterations, Some(500));
         assert_eq!(c.render.cache, CacheMode::Geometry);
         assert_eq!(c.render.cache_budget, Some(1_000_000));
         assert_eq!(c.scene.splats.as_deref(), Some(Path::new("foo/bar.ply")));
@@ -854,7 +919,7 @@ mod tests {
         let back = Config::from_toml(&c.to_toml(), Path::new("x")).unwrap();
         assert_eq!(back, c);
         let partial = Config::from_toml("[train]\niterations = 7\n", Path::new("x")).unwrap();
-        assert_eq!(partial.train.iterations, 7);
+        assert_eq!(partial.train.iterations, Some(7));
         assert_eq!(partial.render, RenderConfig::default());
         let e = Config::from_toml("[train]\nbogus = 1\n", Path::new("s.toml")).unwrap_err();
         assert!(

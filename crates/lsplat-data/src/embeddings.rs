@@ -1,7 +1,7 @@
 //! Named text embeddings (e.g. CLIP text features of query phrases), for text queries
 //! on rendered features. Two layouts (docs/formats.md):
 //!
-//! - Parquet: a `name` Utf8 column and an `embedding` column, `FixedSizeList<Float32, D>`
+//! - Parquet: a `name` string column (Utf8, LargeUtf8 as pandas writes it, or Utf8View) and an `embedding` column, `FixedSizeList<Float32, D>`
 //!   (or `Float64`, or a `List` whose rows all have D values), one row per phrase;
 //! - NumPy: a `[P, D]` `.npy` and, beside it, a `.txt` of the same stem with the P
 //!   names, one per line.
@@ -17,6 +17,7 @@ use arrow_array::{Array, ArrayRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::DataError;
+use crate::dataset::schema::StrColumn;
 
 /// Named unit embeddings.
 #[derive(Clone, Debug, PartialEq)]
@@ -216,10 +217,10 @@ fn read_parquet(path: &Path) -> Result<(Vec<String>, usize, Vec<f32>), DataError
                 .filter(|c| c.null_count() == 0)
                 .ok_or_else(|| bad(format!("no column `{n}` without nulls")))
         };
-        let name = col("name")?
-            .as_string_opt::<i32>()
-            .ok_or_else(|| bad("column `name` is not Utf8".into()))?;
-        names.extend(name.iter().map(|s| s.unwrap_or_default().to_string()));
+        let name = StrColumn::of(col("name")?).ok_or_else(|| {
+            bad("column `name` is not a string column (Utf8, LargeUtf8 or Utf8View)".into())
+        })?;
+        names.extend((0..b.num_rows()).map(|i| name.value(i).to_string()));
         let emb = col("embedding")?;
         for i in 0..emb.len() {
             let row = list_row(emb, i).ok_or_else(|| {
@@ -267,9 +268,15 @@ mod tests {
     use super::*;
 
     fn write_parquet(path: &Path, names: &[&str], dim: usize, values: Vec<f32>) {
+        let names: ArrayRef = Arc::new(StringArray::from(names.to_vec()));
+        write_parquet_names(path, names, dim, values);
+    }
+
+    /// Writes `names` (a string column of any layout) and the embeddings.
+    fn write_parquet_names(path: &Path, names: ArrayRef, dim: usize, values: Vec<f32>) {
         let item = Arc::new(Field::new_list_field(DataType::Float32, false));
         let schema = Arc::new(Schema::new(vec![
-            Field::new("name", DataType::Utf8, false),
+            Field::new("name", names.data_type().clone(), false),
             Field::new(
                 "embedding",
                 DataType::FixedSizeList(item.clone(), dim as i32),
@@ -283,11 +290,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let batch = RecordBatch::try_new(
-            schema.clone(),
-            vec![Arc::new(StringArray::from(names.to_vec())), Arc::new(fsl)],
-        )
-        .unwrap();
+        let batch = RecordBatch::try_new(schema.clone(), vec![names, Arc::new(fsl)]).unwrap();
         let f = File::create(path).unwrap();
         let mut w = parquet::arrow::ArrowWriter::try_new(f, schema, None).unwrap();
         w.write(&batch).unwrap();
@@ -332,5 +335,41 @@ mod tests {
         write_embeddings(&p, &names, 2, &[0.6, 0.8, 0.0, 1.0]).unwrap();
         let e = read_embeddings(&p).unwrap();
         assert_eq!((e.names, e.values), (names, vec![0.6, 0.8, 0.0, 1.0]));
+    }
+
+    /// Names written as Utf8 (pyarrow), LargeUtf8 (pandas' `string[pyarrow]`) or
+    /// Utf8View (pyarrow's `string_view`) all read; a column of another type is refused
+    /// naming the file, the column and the layouts accepted.
+    #[test]
+    fn every_string_layout_of_names_reads() {
+        use arrow_array::{LargeStringArray, StringViewArray, UInt32Array};
+        let dir = tempfile::tempdir().unwrap();
+        let names = ["object", "coffee mug"];
+        let layouts: [(&str, ArrayRef); 3] = [
+            ("utf8", Arc::new(StringArray::from(names.to_vec()))),
+            ("large", Arc::new(LargeStringArray::from(names.to_vec()))),
+            ("view", Arc::new(StringViewArray::from(names.to_vec()))),
+        ];
+        for (tag, col) in layouts {
+            let p = dir.path().join(format!("{tag}.parquet"));
+            write_parquet_names(&p, col, 2, vec![3.0, 4.0, 0.0, 2.0]);
+            let e = read_embeddings(&p).unwrap_or_else(|e| panic!("{tag}: {e}"));
+            assert_eq!(e.names, names, "{tag}");
+            assert_eq!(e.get("coffee mug").unwrap(), &[0.0, 1.0], "{tag}");
+        }
+        let p = dir.path().join("ints.parquet");
+        write_parquet_names(
+            &p,
+            Arc::new(UInt32Array::from(vec![1, 2])),
+            1,
+            vec![1.0, 1.0],
+        );
+        let e = read_embeddings(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("ints.parquet")
+                && e.contains("`name`")
+                && e.contains("Utf8, LargeUtf8 or Utf8View"),
+            "{e}"
+        );
     }
 }

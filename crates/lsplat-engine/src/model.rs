@@ -37,6 +37,10 @@ pub struct ModelContext {
 pub trait Model<B: Backend>: Send + Sync + 'static {
     /// Its `train.model` name.
     fn name(&self) -> &'static str;
+    /// Steps when `train.iterations` is unset (its paper's schedule).
+    fn default_iterations(&self) -> u32 {
+        lsplat_core::config::DEFAULT_ITERATIONS
+    }
     /// Channels of what it composites per pixel (the frame buffers' width).
     fn render_channels(&self) -> usize;
     /// Every device op the model runs (prepared — GPU kernels compiled — before the
@@ -58,6 +62,19 @@ pub trait Model<B: Backend>: Send + Sync + 'static {
     fn report(&self, world: &mut World) -> Result<serde_json::Value, EngineError> {
         let _ = world;
         Ok(serde_json::Value::Null)
+    }
+    /// Quality on `cameras` (indices in the scene's camera order, fitted or held out:
+    /// held-out cameras have no cache and no resident ground truth), after the last
+    /// step: what `summary.json` reports as `eval_*` and `heldout_*` for every model;
+    /// `None` when the model has no evaluation. A field the model does not measure is
+    /// NaN (written as null).
+    fn evaluate(
+        &self,
+        world: &mut World,
+        cameras: &[usize],
+    ) -> Result<Option<crate::EvalReport>, EngineError> {
+        let _ = (world, cameras);
+        Ok(None)
     }
     /// Writes the trained model into `dir` (atomically, file by file) and returns the
     /// names of the files written.

@@ -191,6 +191,32 @@ impl Fault {
     }
 }
 
+/// What a solver reports as it goes (`Session::on_fit_progress`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum FitEvent {
+    /// `done` of the `total` fitted cameras passed (the average's pass, the least
+    /// squares' first pass).
+    Cameras {
+        /// Cameras passed.
+        done: usize,
+        /// Fitted cameras.
+        total: usize,
+    },
+    /// A least-squares iteration finished (0: the warm start).
+    Iteration {
+        /// The iteration.
+        iteration: u32,
+        /// `solve.max_iters`.
+        max: u32,
+        /// Each level's relative residual.
+        residuals: Vec<f64>,
+    },
+}
+
+/// The receiver of a solver's [`FitEvent`]s.
+#[derive(Resource, Clone)]
+pub struct FitProgress(pub std::sync::Arc<dyn Fn(FitEvent) + Send + Sync>);
+
 /// Camera entities by scene index.
 #[derive(Resource, Clone, Debug, Default)]
 pub struct CameraIndex(pub Vec<Entity>);

@@ -126,6 +126,18 @@ impl<B: Backend> Session<B> {
         collective: Collective,
         model: Option<Arc<dyn Model<B>>>,
     ) -> Result<Self, EngineError> {
+        // An unset `train.iterations` is the model's own default.
+        let mut resolved = config.clone();
+        if resolved.train.iterations.is_none() {
+            resolved.train.iterations = Some(
+                model
+                    .as_ref()
+                    .map_or(lsplat_core::config::DEFAULT_ITERATIONS, |m| {
+                        m.default_iterations()
+                    }),
+            );
+        }
+        let config = &resolved;
         if let Some(m) = &model {
             if config.train.model != m.name() {
                 return Err(EngineError::Config(format!(
@@ -489,6 +501,16 @@ impl<B: Backend> Session<B> {
         Ok(())
     }
 
+    /// Sends the solver's progress ([`crate::resources::FitEvent`]) to `f` during
+    /// [`Session::fit`].
+    pub fn on_fit_progress(
+        &mut self,
+        f: impl Fn(crate::resources::FitEvent) + Send + Sync + 'static,
+    ) {
+        self.engine
+            .insert_resource(crate::resources::FitProgress(Arc::new(f)));
+    }
+
     /// The plugin model this session trains, if not LangSplat V1.
     pub fn model(&self) -> Option<&Arc<dyn Model<B>>> {
         self.model.as_ref()
@@ -615,11 +637,28 @@ impl<B: Backend> Session<B> {
         Ok(self.evaluate_cameras(&all)?[0])
     }
 
-    /// Quality of every level on the fitted and on the held-out cameras.
+    /// Quality of every level on the fitted and on the held-out cameras (a plugin
+    /// model's own [`Model::evaluate`]; none when it has no evaluation).
     pub fn quality(&mut self) -> Result<Vec<Quality>, EngineError> {
         let cams = self.engine.world.resource::<CameraIndex>().0.len();
         let (fitted, held): (Vec<usize>, Vec<usize>) =
             (0..cams).partition(|&i| !self.config.eval.is_held_out(i));
+        if let Some(m) = self.model.clone() {
+            let world = &mut self.engine.world;
+            let Some(f) = m.evaluate(world, &fitted)? else {
+                return Ok(Vec::new());
+            };
+            let h = if held.is_empty() {
+                None
+            } else {
+                m.evaluate(world, &held)?
+            };
+            return Ok(vec![Quality {
+                level: self.levels[0],
+                fitted: f,
+                held_out: h,
+            }]);
+        }
         let f = self.evaluate_cameras(&fitted)?;
         let h = if held.is_empty() {
             None

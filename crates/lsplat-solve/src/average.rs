@@ -89,7 +89,8 @@ pub fn average<B: Backend>(
         .map(|ls| dev.alloc::<f32>(n * ls.len() * (c + 1)))
         .collect::<Result<_, _>>()?;
     let mut scratch = Scratch::<B>::default();
-    for &cam in &p.fit {
+    for (done, &cam) in p.fit.iter().enumerate() {
+        p.camera_done(done);
         let Some((targets, set)) = p.prepare(dev, cam, &mut scratch)? else {
             continue;
         };
@@ -101,6 +102,7 @@ pub fn average<B: Backend>(
         }
         visits.walks[cam] += 1;
     }
+    p.camera_done(p.fit.len());
     let width = levels * (c + 1);
     let mut all = vec![0f32; n * width];
     for (ls, acc) in chunks.iter().zip(&sums) {

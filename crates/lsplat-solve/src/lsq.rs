@@ -191,7 +191,8 @@ pub fn lsq<B: Backend>(
     let mut rows = vec![0usize; cams];
     let (mut held, mut streamed) = (0u64, 0usize);
     let mut scratch = Scratch::<B>::default();
-    for &cam in &p.fit {
+    for (done, &cam) in p.fit.iter().enumerate() {
+        p.camera_done(done);
         let Some((targets, set)) = p.prepare(dev, cam, &mut scratch)? else {
             continue;
         };
@@ -224,6 +225,7 @@ pub fn lsq<B: Backend>(
             streamed += 1;
         }
     }
+    p.camera_done(p.fit.len());
     let mut all = vec![0f32; n * levels * (c + 1)];
     for (ls, acc) in avg_chunks.iter().zip(&sums) {
         let cols = ls.start * (c + 1)..ls.end * (c + 1);

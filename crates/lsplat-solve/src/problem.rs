@@ -47,9 +47,19 @@ pub struct Problem<'a, B: Backend> {
     pub fit: Vec<usize>,
     /// Rasterization settings.
     pub render: RenderParams,
+    /// Told `(cameras done, cameras)` as a pass over the fitted cameras goes on (the
+    /// average's pass, the least squares' first pass), for progress reports.
+    pub on_camera: Option<&'a (dyn Fn(usize, usize) + Sync)>,
 }
 
 impl<B: Backend> Problem<'_, B> {
+    /// Reports `done` of the fitted cameras passed (see [`Problem::on_camera`]).
+    pub fn camera_done(&self, done: usize) {
+        if let Some(f) = self.on_camera {
+            f(done, self.fit.len());
+        }
+    }
+
     /// Feature channels C of one level.
     pub fn channels(&self) -> usize {
         self.levels

@@ -19,6 +19,7 @@ mod checkpoint;
 pub mod codebook;
 pub mod decode;
 pub mod error;
+pub mod evaluate;
 pub mod kmeans;
 mod kmeans_pp;
 pub mod l1;

@@ -27,6 +27,9 @@ use crate::{CODES, TOP_K, ops, systems};
 
 /// The model's name (`train.model`).
 pub const NAME: &str = "langsplat_v2";
+/// Steps of LangSplatV2's schedule (its `train.sh`): the run's length when
+/// `train.iterations` is not set.
+pub const DEFAULT_ITERATIONS: u32 = 10_000;
 /// Narrowest ground truth V2 accepts: it decodes CLIP-like embeddings through a
 /// 64-entry codebook; a 3-D autoencoder code is V1's job.
 pub const MIN_DIM: usize = 32;
@@ -224,6 +227,10 @@ impl<B: Backend> Model<B> for LangSplatV2 {
         CODES
     }
 
+    fn default_iterations(&self) -> u32 {
+        DEFAULT_ITERATIONS
+    }
+
     fn ops(&self) -> Vec<Box<dyn lsplat_device::DeviceOp>> {
         ops::all()
     }
@@ -240,11 +247,15 @@ impl<B: Backend> Model<B> for LangSplatV2 {
     ) -> Result<(), EngineError> {
         let (n, d) = (ctx.gaussians, ctx.channels);
         let t = &ctx.config.train;
-        // Codebook: mini-batch k-means over every mask feature of the loaded level.
+        // Codebook: mini-batch k-means over every mask feature of the loaded level on
+        // the fitted cameras (held-out cameras, `eval.holdout`, stay unseen).
+        let holdout = &ctx.config.eval;
         let rows: Vec<f32> = scene
             .labels
             .iter()
-            .flat_map(|l| l.features.iter().copied())
+            .enumerate()
+            .filter(|(i, _)| !holdout.is_held_out(*i))
+            .flat_map(|(_, l)| l.features.iter().copied())
             .collect();
         let codebook = crate::minibatch_kmeans(&rows, d, CODES, t.seed, &Default::default())
             .map_err(config_error)?;
@@ -328,13 +339,12 @@ impl<B: Backend> Model<B> for LangSplatV2 {
         Ok(())
     }
 
-    fn report(&self, world: &mut World) -> Result<serde_json::Value, EngineError> {
-        let (cos, pixels, cameras) = systems::evaluate::<B>(world)?;
-        Ok(serde_json::json!({
-            "mean_cosine_valid": cos,
-            "valid_pixels": pixels,
-            "cameras": cameras,
-        }))
+    fn evaluate(
+        &self,
+        world: &mut World,
+        cameras: &[usize],
+    ) -> Result<Option<lsplat_engine::EvalReport>, EngineError> {
+        crate::evaluate::evaluate::<B>(world, cameras).map(Some)
     }
 
     fn write_outputs(&self, world: &mut World, dir: &Path) -> Result<Vec<String>, EngineError> {

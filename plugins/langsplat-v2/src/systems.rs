@@ -3,55 +3,11 @@
 
 use bevy_ecs::prelude::*;
 use lsplat_device::{AdamParams, Backend, OpArg, Scalar};
-use lsplat_engine::EngineError;
 use lsplat_engine::components::{Cache, CameraView, GroundTruth, InBatch};
 use lsplat_engine::resources::{Dev, Fault, Frames, Metrics, Step, TrainSettings};
 
 use crate::model::V2State;
 use crate::{CODES, TOP_K, ops};
-
-/// Mean cosine between the decoded and the target feature over the valid pixels of
-/// every camera that holds a cache (with the final logits and codebook), the pixels
-/// and the cameras counted.
-pub fn evaluate<B: Backend>(world: &mut World) -> Result<(f64, usize, usize), EngineError> {
-    world.resource_scope(|world, mut state: Mut<V2State<B>>| {
-        world.resource_scope(|world, mut frames: Mut<Frames<B>>| {
-            let mut q = world.query::<(&Cache<B>, &GroundTruth<B>)>();
-            let dev = &world.resource::<Dev<B>>().0;
-            let st = &mut *state;
-            st.finish(dev)?;
-            let frame = &mut frames.0[0];
-            let (mut sum, mut pixels, mut cameras) = (0.0f64, 0usize, 0usize);
-            for (c, gt) in q.iter(world) {
-                if c.cache.level() == lsplat_render::CacheLevel::None {
-                    continue;
-                }
-                let gt = &gt.0;
-                let v = gt.pixels.len;
-                lsplat_render::cache::forward(
-                    dev,
-                    &c.cache,
-                    &frame.scratch,
-                    &gt.pixels,
-                    &st.dense,
-                    CODES,
-                    &mut frame.rendered,
-                )?;
-                st.decode_cosine(dev, gt, &frame.rendered, &mut frame.d_rendered, 1.0)?;
-                let rho = dev.download(&st.rho)?;
-                sum += rho[..v].iter().map(|&r| r as f64).sum::<f64>();
-                pixels += v;
-                cameras += 1;
-            }
-            let cos = if pixels > 0 {
-                1.0 - sum / pixels as f64
-            } else {
-                f64::NAN
-            };
-            Ok((cos, pixels, cameras))
-        })
-    })
-}
 
 /// Whether this step needs [`select_codes`]: before the first Adam pass, which
 /// selects for the next step, and whenever a batch camera is composited through the

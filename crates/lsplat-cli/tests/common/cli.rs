@@ -60,6 +60,17 @@ pub fn synth_512() -> Synth {
 /// masks at level 1, the level trained) over `cameras` orbit cameras of 48×36,
 /// imported to `<root>/<dataset>`.
 pub fn synth_scene(dim: usize, objects: usize, cameras: u32, dataset: &str) -> Synth {
+    synth_scene_sized(dim, objects, cameras, dataset, (48, 36))
+}
+
+/// [`synth_scene`] with images of `width × height`.
+pub fn synth_scene_sized(
+    dim: usize,
+    objects: usize,
+    cameras: u32,
+    dataset: &str,
+    (width, height): (u32, u32),
+) -> Synth {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
     let demo = lsplat_data::demo::generate(
@@ -82,6 +93,7 @@ pub fn synth_scene(dim: usize, objects: usize, cameras: u32, dataset: &str) -> S
     };
     lsplat_data::ply::write_ply(&root.join("tiny.ply"), &ply).unwrap();
     let (dim, objects, cameras) = (dim.to_string(), objects.to_string(), cameras.to_string());
+    let (width, height) = (width.to_string(), height.to_string());
     ok(&[
         "synth",
         "--splats",
@@ -89,9 +101,9 @@ pub fn synth_scene(dim: usize, objects: usize, cameras: u32, dataset: &str) -> S
         "--orbit",
         &cameras,
         "--width",
-        "48",
+        &width,
         "--height",
-        "36",
+        &height,
         "--up",
         "z",
         "--objects",

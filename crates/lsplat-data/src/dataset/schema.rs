@@ -77,15 +77,10 @@ impl<'a> Columns<'a> {
         DataError::format(self.path, format!("column `{name}` is not {ty}"))
     }
 
-    /// A Utf8 or LargeUtf8 column (pandas writes the latter).
+    /// A Utf8, LargeUtf8 (pandas writes it) or Utf8View column.
     pub fn str(&self, name: &str) -> Result<StrColumn<'a>, DataError> {
-        let c = self.col(name)?;
-        if let Some(a) = c.as_string_opt::<i32>() {
-            return Ok(StrColumn::Utf8(a));
-        }
-        c.as_string_opt::<i64>()
-            .map(StrColumn::Large)
-            .ok_or_else(|| self.wrong(name, "Utf8"))
+        StrColumn::of(self.col(name)?)
+            .ok_or_else(|| self.wrong(name, "a string column (Utf8, LargeUtf8 or Utf8View)"))
     }
 
     pub fn u8(&self, name: &str) -> Result<&'a PrimitiveArray<UInt8Type>, DataError> {
@@ -145,18 +140,34 @@ impl<'a> Columns<'a> {
     }
 }
 
-/// A string column, Utf8 or LargeUtf8.
+/// A string column of any of Arrow's three string layouts: Utf8 (what the engine
+/// and pyarrow write), LargeUtf8 (pandas' `string[pyarrow]` / `large_string`) and
+/// Utf8View (pyarrow's `string_view`, polars).
 #[derive(Clone, Copy)]
 pub(crate) enum StrColumn<'a> {
     Utf8(&'a StringArray),
     Large(&'a arrow_array::LargeStringArray),
+    View(&'a arrow_array::StringViewArray),
 }
 
 impl<'a> StrColumn<'a> {
+    /// The column, when it is a string column of any layout.
+    pub fn of(c: &'a ArrayRef) -> Option<StrColumn<'a>> {
+        if let Some(a) = c.as_string_opt::<i32>() {
+            return Some(StrColumn::Utf8(a));
+        }
+        if let Some(a) = c.as_string_opt::<i64>() {
+            return Some(StrColumn::Large(a));
+        }
+        c.as_string_view_opt().map(StrColumn::View)
+    }
+
+    /// Row `i`.
     pub fn value(&self, i: usize) -> &'a str {
         match self {
             StrColumn::Utf8(a) => a.value(i),
             StrColumn::Large(a) => a.value(i),
+            StrColumn::View(a) => a.value(i),
         }
     }
 
@@ -165,6 +176,7 @@ impl<'a> StrColumn<'a> {
         match self {
             StrColumn::Utf8(a) => Arc::new(a.clone()),
             StrColumn::Large(a) => Arc::new(StringArray::from_iter(a.iter())),
+            StrColumn::View(a) => Arc::new(StringArray::from_iter(a.iter())),
         }
     }
 }

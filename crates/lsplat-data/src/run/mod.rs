@@ -36,6 +36,8 @@ pub use metrics::{MetricsLog, read_losses};
 pub const LOCK_FILE: &str = ".lock";
 /// The resolved configuration.
 pub const CONFIG_FILE: &str = "config.toml";
+/// The scene found in LangSplat's folders (`-s`/`-m` runs), as an editable scene file.
+pub const SCENE_FILE: &str = "scene.toml";
 /// Step metrics, one JSON object per line.
 pub const METRICS_FILE: &str = "metrics.jsonl";
 /// The run summary, written last: the finished marker.
@@ -45,6 +47,7 @@ pub const CHECKPOINT_DIR: &str = "checkpoints";
 /// Every file name a run writes at its top level (what `--force` may remove).
 pub const RUN_FILES: &[&str] = &[
     CONFIG_FILE,
+    SCENE_FILE,
     METRICS_FILE,
     SUMMARY_FILE,
     "features.npy",

@@ -92,7 +92,7 @@ pub fn checkpoint_due(
     settings: Res<TrainSettings>,
     schedule: Res<CheckpointSchedule>,
 ) -> bool {
-    schedule.due(step.0, settings.0.iterations as u64)
+    schedule.due(step.0, settings.0.iterations() as u64)
 }
 
 /// Run condition: no system failed this step (a failed step is never checkpointed).

@@ -18,7 +18,7 @@ pub fn log_due<B: Backend>(
     checkpoints: Option<Res<CheckpointSchedule>>,
 ) -> bool {
     let s = step.0 + 1;
-    let iterations = settings.0.iterations as u64;
+    let iterations = settings.0.iterations() as u64;
     s.is_multiple_of(metrics.every)
         || s == iterations
         || checkpoints.is_some_and(|c| c.due(step.0, iterations))

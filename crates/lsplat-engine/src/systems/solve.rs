@@ -11,7 +11,8 @@ use lsplat_solve::{LsqOptions, Problem, RenderParams, Visits};
 use crate::EngineError;
 use crate::components::{CameraView, FeatureParams, Geometry, HeldOut, Labels, MoreLevels};
 use crate::resources::{
-    CameraIndex, Dev, Fault, FitOperators, FitReport, RenderSettings, SolverSettings,
+    CameraIndex, Dev, Fault, FitEvent, FitOperators, FitProgress, FitReport, RenderSettings,
+    SolverSettings,
 };
 
 /// Borrows the world's geometry, cameras and labels as a solver problem (all
@@ -48,6 +49,11 @@ pub fn with_problem<B: Backend, R>(
             fit.push(i);
         }
     }
+    let progress = world.get_resource::<FitProgress>().cloned();
+    let on_camera = progress.as_ref().map(|p| {
+        let p = p.0.clone();
+        move |done, total| p(FitEvent::Cameras { done, total })
+    });
     let problem = Problem::<B> {
         geometry: &geometry.buffers,
         gaussians: geometry.count,
@@ -55,6 +61,9 @@ pub fn with_problem<B: Backend, R>(
         levels,
         fit,
         render: RenderParams::from(render),
+        on_camera: on_camera
+            .as_ref()
+            .map(|f| f as &(dyn Fn(usize, usize) + Sync)),
     };
     f(world, &world.resource::<Dev<B>>().0, &problem)
 }
@@ -63,6 +72,7 @@ pub fn with_problem<B: Backend, R>(
 /// the splat cloud's features (`[N, L·C]`, composited as stored).
 pub fn fit<B: Backend>(world: &mut World) {
     let settings = world.resource::<SolverSettings>().clone();
+    let progress = world.get_resource::<FitProgress>().cloned();
     let t0 = Instant::now();
     let mut channels = 1;
     let solved = with_problem::<B, _>(world, |_, dev, p| {
@@ -78,8 +88,16 @@ pub fn fit<B: Backend>(world: &mut World) {
                     eps,
                     budget: settings.budget,
                 };
+                let max = opts.max_iters;
                 let r = lsplat_solve::lsq(dev, p, &opts, &mut visits, |it, res| {
                     tracing::info!(iteration = it, relative_residual = ?res, "lsq");
+                    if let Some(p) = &progress {
+                        (p.0)(FitEvent::Iteration {
+                            iteration: it,
+                            max,
+                            residuals: res.to_vec(),
+                        });
+                    }
                 })
                 .map_err(solve_error)?;
                 let report = (r.iterations, r.residuals.clone(), r.converged);

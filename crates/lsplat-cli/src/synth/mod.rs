@@ -17,6 +17,9 @@ use lsplat_cpu::CpuBackend;
 use lsplat_data::io::{write_bytes_atomic, write_npy_f32};
 use lsplat_device::{Backend, CameraParams, PixelSet};
 
+pub mod kmeans;
+pub mod orbit;
+
 /// Options of `synth`.
 #[derive(clap::Args, Debug)]
 pub struct SynthArgs {
@@ -27,7 +30,8 @@ pub struct SynthArgs {
     /// `--orbit` cameras are made and written to `<out>/cameras.json`.
     #[arg(long)]
     pub cameras: Option<PathBuf>,
-    /// Number of orbit cameras (when no --cameras is given; at least 1).
+    /// Number of orbit cameras (when no --cameras is given; at least 1), framed so
+    /// that ≥ 99.5 % of the opaque Gaussians' centres are inside every image.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     pub orbit: u32,
     /// Orbit image width (at least 1).
@@ -37,9 +41,10 @@ pub struct SynthArgs {
     #[arg(long, default_value_t = 480, value_parser = clap::value_parser!(u32).range(1..))]
     pub height: u32,
     /// The splat's up axis, for the orbit: x, y, z, -x, -y or -z.
-    #[arg(long, default_value = "-y")]
+    #[arg(long, default_value = "-y", allow_hyphen_values = true)]
     pub up: String,
-    /// Objects (segments at level 3); levels 2 and 1 have 2× and 4× as many.
+    /// Objects (segments at level 3; at most the number of Gaussians); levels 2 and
+    /// 1 have up to 2× and 4× as many.
     #[arg(long, default_value_t = 6)]
     pub objects: usize,
     /// Feature dimension (3 = LangSplat V1 autoencoded codes, 512 = CLIP).
@@ -60,6 +65,25 @@ pub fn run(args: SynthArgs) -> Result<()> {
     }
     let ply = lsplat_data::ply::read_ply(&args.splats)?;
     let g = &ply.gaussians;
+    if args.objects > g.len() {
+        bail!(
+            "--objects {} exceeds the {} Gaussians of {}: every object is a cluster of at least one Gaussian",
+            args.objects,
+            g.len(),
+            args.splats.display()
+        );
+    }
+    // The feature table every camera's `_f.npy` holds: 8 rows per object.
+    lsplat_core::memory::check_fits(
+        &format!(
+            "the feature table ({} objects × 8 rows × {} values)",
+            args.objects, args.dim
+        ),
+        (args.objects as u64)
+            .saturating_mul(8)
+            .saturating_mul(args.dim as u64),
+        4,
+    )?;
     let cameras = match &args.cameras {
         Some(p) => lsplat_data::cameras::load_cameras(p)?
             .into_iter()
@@ -68,7 +92,7 @@ pub fn run(args: SynthArgs) -> Result<()> {
                 c.rescaled(w, h)
             })
             .collect(),
-        None => orbit(g, &args)?,
+        None => orbit_cameras(g, &args)?,
     };
     for cam in &cameras {
         fits_in_memory(cam)?;
@@ -76,7 +100,8 @@ pub fn run(args: SynthArgs) -> Result<()> {
     let feat_dir = args.out.join("language_features");
     std::fs::create_dir_all(&feat_dir)
         .with_context(|| format!("creating {}", feat_dir.display()))?;
-    let levels = segment(g, args.objects, args.seed);
+    let pts: Vec<Vec3> = g.means.iter().map(|m| Vec3::from(*m)).collect();
+    let levels = kmeans::segment(&pts, args.objects, args.seed);
     let counts = [
         args.objects,
         4 * args.objects,
@@ -99,7 +124,13 @@ pub fn run(args: SynthArgs) -> Result<()> {
     let geom = dev.upload_geometry(g)?;
     let mut valid = [0u64; 4];
     let mut pixels = 0u64;
-    let bar = crate::progress::bar(cameras.len() as u64, "cameras");
+    let mut bar = crate::progress::Progress::new(
+        "synth",
+        cameras.len() as u64,
+        "cameras",
+        true,
+        Default::default(),
+    );
     for (ci, cam) in cameras.iter().enumerate() {
         let maps = render_segments(&dev, &geom, cam, &levels)?;
         let hw = cam.pixel_count();
@@ -137,7 +168,7 @@ pub fn run(args: SynthArgs) -> Result<()> {
         )?;
         bar.inc(1);
     }
-    bar.finish_and_clear();
+    bar.finish();
     // Paths in scene.toml resolve against its own folder: the orbit cameras sit beside it.
     let cams_path = match &args.cameras {
         Some(p) => absolute(p)?,
@@ -237,58 +268,26 @@ pub fn view_jitter(table: &[f32], dim: usize, seed: u64, view: u64) -> Vec<f32> 
     out
 }
 
-/// Orbit cameras around the splat (written to `<out>/cameras.json`).
-fn orbit(g: &lsplat_core::Gaussians, args: &SynthArgs) -> Result<Vec<Camera>> {
-    let axis = match args.up.trim_start_matches('-') {
-        "x" => 0,
-        "y" => 1,
-        "z" => 2,
-        other => bail!("--up {other}: expected x, y, z, -x, -y or -z"),
+/// Orbit cameras framing the splat ([`orbit::cameras`]), written to
+/// `<out>/cameras.json`.
+fn orbit_cameras(g: &lsplat_core::Gaussians, args: &SynthArgs) -> Result<Vec<Camera>> {
+    let o = orbit::Orbit {
+        count: args.orbit,
+        size: (args.width, args.height),
+        up: args.up.clone(),
     };
-    let mut up = Vec3::ZERO;
-    up[axis] = if args.up.starts_with('-') { -1.0 } else { 1.0 };
-    let e1 = Vec3::from({
-        let mut e = [0.0; 3];
-        e[(axis + 1) % 3] = 1.0;
-        e
-    });
-    let e2 = up.cross(e1);
-    let pts: Vec<Vec3> = g.means.iter().map(|m| Vec3::from(*m)).collect();
-    let mut centre = Vec3::ZERO;
-    for k in 0..3 {
-        let mut v: Vec<f32> = pts.iter().map(|p| p[k]).collect();
-        v.sort_by(f32::total_cmp);
-        centre[k] = v[v.len() / 2];
-    }
-    let mut d: Vec<f32> = pts.iter().map(|p| (*p - centre).length()).collect();
-    d.sort_by(f32::total_cmp);
-    let radius = d[(d.len() * 95 / 100).min(d.len() - 1)] * 1.5;
-    let el = 25f32.to_radians();
-    let mut cams = Vec::new();
-    let mut json = Vec::new();
-    for c in 0..args.orbit {
-        let az = std::f32::consts::TAU * c as f32 / args.orbit as f32;
-        let eye =
-            centre + radius * (az.cos() * el.cos() * e1 + az.sin() * el.cos() * e2 + el.sin() * up);
-        let cam = Camera::look_at(
-            format!("frame_{:05}", c + 1),
-            (args.width, args.height),
-            0.9,
-            eye,
-            centre,
-            up,
-        );
-        cam.validate()?;
-        fits_in_memory(&cam)?;
+    let cams = orbit::cameras(g, &o)?;
+    let mut json = Vec::with_capacity(cams.len());
+    for (c, cam) in cams.iter().enumerate() {
+        fits_in_memory(cam)?;
         let r = cam.rotation.transpose();
         let rows: Vec<[f32; 3]> = (0..3)
             .map(|i| [r.x_axis[i], r.y_axis[i], r.z_axis[i]])
             .collect();
         json.push(serde_json::json!({
             "id": c, "img_name": cam.name, "width": cam.width, "height": cam.height,
-            "position": eye.to_array(), "rotation": rows, "fx": cam.fx, "fy": cam.fy,
+            "position": cam.centre().to_array(), "rotation": rows, "fx": cam.fx, "fy": cam.fy,
         }));
-        cams.push(cam);
     }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
@@ -297,91 +296,6 @@ fn orbit(g: &lsplat_core::Gaussians, args: &SynthArgs) -> Result<Vec<Camera>> {
         serde_json::to_string_pretty(&json)?.as_bytes(),
     )?;
     Ok(cams)
-}
-
-/// Hierarchical k-means on positions: `[level1 (4K), level2 (2K), level3 (K)]` segment
-/// of every Gaussian.
-fn segment(g: &lsplat_core::Gaussians, k: usize, seed: u64) -> [Vec<u32>; 3] {
-    let pts: Vec<Vec3> = g.means.iter().map(|m| Vec3::from(*m)).collect();
-    let all: Vec<usize> = (0..pts.len()).collect();
-    let mut rng = Rng::new(seed);
-    let l3 = kmeans(&pts, &all, k, &mut rng);
-    let split = |parent: &[u32], n_parent: usize, rng: &mut Rng| {
-        let mut out = vec![0u32; pts.len()];
-        for p in 0..n_parent {
-            let members: Vec<usize> = (0..pts.len()).filter(|&i| parent[i] == p as u32).collect();
-            let sub = kmeans(&pts, &members, 2, rng);
-            for (&i, &s) in members.iter().zip(&sub) {
-                out[i] = 2 * p as u32 + s;
-            }
-        }
-        out
-    };
-    let l3_full = {
-        let mut v = vec![0u32; pts.len()];
-        for (i, &s) in all.iter().zip(&l3) {
-            v[*i] = s;
-        }
-        v
-    };
-    let l2 = split(&l3_full, k, &mut rng);
-    let l1 = split(&l2, 2 * k, &mut rng);
-    [l1, l2, l3_full]
-}
-
-/// Lloyd's k-means (k-means++ seeding, 12 iterations) on `pts[members]`; returns the
-/// cluster of each member.
-fn kmeans(pts: &[Vec3], members: &[usize], k: usize, rng: &mut Rng) -> Vec<u32> {
-    if members.is_empty() {
-        return Vec::new();
-    }
-    let k = k.min(members.len()).max(1);
-    let mut centres = vec![pts[members[rng.below(members.len() as u64) as usize]]];
-    while centres.len() < k {
-        let d: Vec<f64> = members
-            .iter()
-            .map(|&i| {
-                centres
-                    .iter()
-                    .map(|c| (pts[i] - *c).length_squared() as f64)
-                    .fold(f64::MAX, f64::min)
-            })
-            .collect();
-        let total: f64 = d.iter().sum();
-        let mut t = rng.f64() * total;
-        let mut pick = members.len() - 1;
-        for (j, dj) in d.iter().enumerate() {
-            t -= dj;
-            if t <= 0.0 {
-                pick = j;
-                break;
-            }
-        }
-        centres.push(pts[members[pick]]);
-    }
-    let mut assign = vec![0u32; members.len()];
-    for _ in 0..12 {
-        for (a, &i) in assign.iter_mut().zip(members) {
-            *a = (0..k)
-                .min_by(|&x, &y| {
-                    (pts[i] - centres[x])
-                        .length_squared()
-                        .total_cmp(&(pts[i] - centres[y]).length_squared())
-                })
-                .unwrap_or(0) as u32;
-        }
-        let mut sums = vec![(Vec3::ZERO, 0usize); k];
-        for (&a, &i) in assign.iter().zip(members) {
-            sums[a as usize].0 += pts[i];
-            sums[a as usize].1 += 1;
-        }
-        for (c, (s, n)) in centres.iter_mut().zip(sums) {
-            if n > 0 {
-                *c = s / n as f32;
-            }
-        }
-    }
-    assign
 }
 
 /// Renders the segment maps of the three levels (`-1` = no mask), row-major.
