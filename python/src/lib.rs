@@ -7,8 +7,10 @@
 //! documented signatures, DLPack inputs, tqdm progress and SciPy matrices.
 
 mod arrays;
+mod camera;
 mod errors;
 mod fit;
+mod inputs;
 mod query;
 mod render;
 mod run;
