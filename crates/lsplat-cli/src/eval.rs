@@ -341,7 +341,7 @@ fn lerf_2d<B: Backend>(i: &LerfInputs, dev: &B, protocol: lerf::Protocol) -> Res
     let views: Vec<Views<'_, B>> = i
         .runs
         .iter()
-        .map(|r| Views::new(dev, &r.gaussians, &r.features, c, &r.config))
+        .map(|r| Ok(Views::new(dev, &r.gaussians, &r.features, c, &r.config)?))
         .collect::<Result<_>>()?;
     let levels: Vec<u8> = i.runs.iter().map(|r| r.config.scene.level).collect();
     let log = &i.runs[0].config.log;

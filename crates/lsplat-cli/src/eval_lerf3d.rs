@@ -106,7 +106,7 @@ fn render_alpha<B: Backend>(views: &Views<'_, B>, cam: &Camera) -> Result<Vec<f3
     let mut alpha = Vec::with_capacity(cam.pixel_count());
     views.render(cam, |band| {
         alpha.extend_from_slice(band.alpha);
-        Ok(())
+        Ok::<_, anyhow::Error>(())
     })?;
     Ok(alpha)
 }

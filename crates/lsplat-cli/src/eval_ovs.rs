@@ -190,7 +190,7 @@ impl BackendVisitor for OvsJob {
         let c = runs[0].channels;
         let views: Vec<Views<'_, B>> = runs
             .iter()
-            .map(|r| Views::new(&dev, &r.gaussians, &r.features, c, &r.config))
+            .map(|r| Ok(Views::new(&dev, &r.gaussians, &r.features, c, &r.config)?))
             .collect::<Result<_>>()?;
         let log = &runs[0].config.log;
         let mut bar = Progress::new(

@@ -217,14 +217,14 @@ impl BackendVisitor for RenderJob {
                 Ok::<_, std::io::Error>(())
             };
             if args.png_only {
-                views.render(cam, |b| Ok(sink(b, None)?))?;
+                views.render(cam, |b| Ok::<_, anyhow::Error>(sink(b, None)?))?;
             } else {
                 let npy = files.paths(&cam.name).0;
                 let mut err = None;
                 let r = write_atomic(&npy, |f| {
                     f.write_all(&lsplat_data::npy::npy_header("<f4", &[h, w, c]))?;
                     views
-                        .render(cam, |b| Ok(sink(b, Some(&mut *f))?))
+                        .render(cam, |b| Ok::<_, anyhow::Error>(sink(b, Some(&mut *f))?))
                         .map_err(|e| {
                             let msg = format!("{e:#}");
                             err = Some(e);

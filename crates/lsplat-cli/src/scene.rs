@@ -4,12 +4,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use lsplat_core::Config;
-use lsplat_data::SceneData;
 
 use crate::SceneArgs;
 
 /// The embedded demo scene file.
-pub const DEMO_SCENE: &str = include_str!("../../../scenes/demo.toml");
+pub use lsplat_data::demo::DEMO_SCENE;
 
 /// Defaults ← scene file (or the embedded demo) ← `--set` overrides.
 pub fn config(args: &SceneArgs) -> Result<Config> {
@@ -64,38 +63,11 @@ pub fn resolve(args: &SceneArgs) -> Result<Resolved> {
     Ok(Resolved { cfg, found })
 }
 
-/// A loaded scene: the data of the first level, the labels of the further levels a
-/// solver fits (`solve.levels`), and for file scenes the input PLY (written back with
-/// the learned features).
-pub struct Loaded {
-    /// Gaussians, cameras, labels of the first level.
-    pub data: SceneData,
-    /// Labels of the other levels, `[level][camera]`.
-    pub more_levels: Vec<Vec<lsplat_data::ImageLabels>>,
-    /// The input PLY (file scenes).
-    pub ply: Option<lsplat_data::ply::SplatPly>,
-}
+/// A loaded scene (see [`lsplat_data::scene::load_configured`]).
+pub type Loaded = lsplat_data::scene::Configured;
 
 /// Loads (or generates) the scene the configuration names, with every level of
 /// `solve.levels` (each file is read once).
 pub fn load(cfg: &Config) -> Result<Loaded> {
-    let levels = cfg.solve.levels_or(cfg.scene.level);
-    if cfg.scene.is_demo() {
-        let demo = lsplat_data::demo::generate(&cfg.demo, levels[0])?;
-        let more_levels = levels[1..]
-            .iter()
-            .map(|&l| demo.labels(l))
-            .collect::<Result<_, _>>()?;
-        return Ok(Loaded {
-            data: demo.scene,
-            more_levels,
-            ply: None,
-        });
-    }
-    let loaded = lsplat_data::scene::load_scene_levels(&cfg.scene, &levels)?;
-    Ok(Loaded {
-        data: loaded.data,
-        more_levels: loaded.more_levels,
-        ply: Some(loaded.ply),
-    })
+    Ok(lsplat_data::scene::load_configured(cfg)?)
 }

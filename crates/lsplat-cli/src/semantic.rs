@@ -270,11 +270,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// Positive embeddings `[Q, D]` of `queries` and the canonical negatives `[4, D]`; a
 /// missing phrase is an error naming the file and every missing phrase.
 pub fn text_rows(text: &TextEmbeddings, queries: &[String]) -> Result<(Vec<f32>, Vec<f32>)> {
-    let mut wanted: Vec<&str> = queries.iter().map(String::as_str).collect();
-    wanted.extend(CANONICAL);
-    text.stack(&wanted)?;
-    let q: Vec<&str> = queries.iter().map(String::as_str).collect();
-    Ok((text.stack(&q)?, text.stack(&CANONICAL)?))
+    Ok(text.query_rows(queries, &CANONICAL)?)
 }
 
 /// Relevancy maps `[Q][H·W]` of a camera and the picture of its rendered features.
@@ -318,7 +314,7 @@ pub fn image_relevancy<B: Backend>(
                 }
             }
         }
-        Ok(())
+        Ok::<_, anyhow::Error>(())
     })?;
     Ok(ImageRelevancy { maps, rgb, alpha })
 }
@@ -376,7 +372,7 @@ pub fn image_similarities<B: Backend>(
     let mut out = Vec::new();
     views.render(cam, |band| {
         out.extend(row_similarities(band.features, c, lift, text)?);
-        Ok(())
+        Ok::<_, anyhow::Error>(())
     })?;
     Ok(out)
 }

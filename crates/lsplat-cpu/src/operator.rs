@@ -225,6 +225,25 @@ impl CpuOperator {
             .collect()
     }
 
+    /// The operator in compressed sparse rows: row offsets (`rows + 1`), each entry's
+    /// Gaussian and its weight in f32. Rows are in the pixel set's order and each row's
+    /// entries in compositing order (front to back), the order the products sum them.
+    pub fn to_csr(&self) -> (Vec<u32>, Vec<u32>, Vec<f32>) {
+        let nnz = self.nnz();
+        let (mut cols, mut weights) = (Vec::with_capacity(nnz), Vec::with_capacity(nnz));
+        for b in 0..self.blocks() {
+            let list = &self.gaussians
+                [self.block_gaussians[b] as usize..self.block_gaussians[b + 1] as usize];
+            let entries = self.row_ptr[self.block_rows[b] as usize] as usize
+                ..self.row_ptr[self.block_rows[b + 1] as usize] as usize;
+            for k in entries {
+                cols.push(list[self.local[k] as usize]);
+                weights.push(self.weights.get(k));
+            }
+        }
+        (self.row_ptr.clone(), cols, weights)
+    }
+
     fn block_cost(&self, b: usize) -> u64 {
         let rows = (self.block_rows[b + 1] - self.block_rows[b]) as u64;
         let nnz = (self.row_ptr[self.block_rows[b + 1] as usize]

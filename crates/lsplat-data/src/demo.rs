@@ -15,6 +15,10 @@ use lsplat_core::{Camera, Gaussians, Rng};
 
 use crate::{DataError, ImageLabels, SceneData};
 
+/// The embedded demo scene file (`scenes/demo.toml`): what `train` with no scene
+/// file runs.
+pub const DEMO_SCENE: &str = include_str!("../../../scenes/demo.toml");
+
 /// Feature dimension of the demo (LangSplat V1's autoencoded codes).
 pub const DEMO_DIM: usize = 3;
 

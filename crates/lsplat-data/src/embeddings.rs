@@ -120,6 +120,43 @@ pub fn write_embeddings(
     crate::io::write_bytes_atomic(path, &bytes)
 }
 
+impl TextEmbeddings {
+    /// The rows of the `queries` `[Q, D]` and of the `negatives` `[K, D]` (LangSplat's
+    /// canonical phrases); one error lists every phrase missing from either.
+    pub fn query_rows(
+        &self,
+        queries: &[String],
+        negatives: &[&str],
+    ) -> Result<(Vec<f32>, Vec<f32>), DataError> {
+        let mut wanted: Vec<&str> = queries.iter().map(String::as_str).collect();
+        wanted.extend(negatives);
+        self.stack(&wanted)?;
+        let q: Vec<&str> = queries.iter().map(String::as_str).collect();
+        Ok((self.stack(&q)?, self.stack(negatives)?))
+    }
+
+    /// Named rows `[P, D]` given in memory (`origin` names them in errors), checked
+    /// and L2-normalised as a file's are.
+    pub fn from_rows(
+        origin: &Path,
+        names: Vec<String>,
+        dim: usize,
+        values: Vec<f32>,
+    ) -> Result<TextEmbeddings, DataError> {
+        if values.len() != names.len() * dim {
+            return Err(DataError::format(
+                origin,
+                format!(
+                    "{} values are not {} rows of {dim}",
+                    values.len(),
+                    names.len()
+                ),
+            ));
+        }
+        finish(origin, names, dim, values)
+    }
+}
+
 /// Reads an embeddings file (`.parquet`, or `.npy` with its `.txt` of names).
 pub fn read_embeddings(path: &Path) -> Result<TextEmbeddings, DataError> {
     let ext = path

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use lsplat_core::Config;
 use lsplat_core::config::SceneConfig;
 
 use crate::{DataError, ImageLabels, SceneData};
@@ -45,12 +46,8 @@ pub fn load_scene_levels(scene: &SceneConfig, levels: &[u8]) -> Result<LoadedSce
     let ply = crate::ply::read_ply(splats)?;
     let mut cameras = crate::cameras::load_cameras(cams_path)?;
     cameras.sort_by(|a, b| a.name.cmp(&b.name));
-    let names: Vec<String> = cameras.iter().map(|c| c.name.clone()).collect();
-    let mut all = crate::dataset::load_dataset_levels(dataset, levels, &names)?;
+    let mut all = labels_for_cameras(&mut cameras, dataset, levels)?;
     let labels = all.remove(0);
-    for (cam, lab) in cameras.iter_mut().zip(&labels) {
-        *cam = fit_camera(cam, &lab.name, (lab.width, lab.height))?;
-    }
     let data = SceneData {
         gaussians: ply.gaussians.clone(),
         cameras,
@@ -64,6 +61,60 @@ pub fn load_scene_levels(scene: &SceneConfig, levels: &[u8]) -> Result<LoadedSce
         data,
         ply,
         more_levels: all,
+    })
+}
+
+/// The labels of `levels` (`[level][camera]`) of `cameras` from a dataset folder,
+/// matched by image name; each camera is rescaled to its labels' size (see
+/// [`fit_camera`]).
+pub fn labels_for_cameras(
+    cameras: &mut [lsplat_core::Camera],
+    dataset: &Path,
+    levels: &[u8],
+) -> Result<Vec<Vec<ImageLabels>>, DataError> {
+    let names: Vec<String> = cameras.iter().map(|c| c.name.clone()).collect();
+    let all = crate::dataset::load_dataset_levels(dataset, levels, &names)?;
+    if let Some(first) = all.first() {
+        for (cam, lab) in cameras.iter_mut().zip(first) {
+            *cam = fit_camera(cam, &lab.name, (lab.width, lab.height))?;
+        }
+    }
+    Ok(all)
+}
+
+/// The scene a configuration names, with every level of `solve.levels` (the labels of
+/// the first level in `data`, the others in `more_levels`): the files of `[scene]`
+/// (each read once), or the embedded demo generated from `[demo]`.
+pub struct Configured {
+    /// Gaussians, cameras, labels of the first level.
+    pub data: SceneData,
+    /// Labels of the other levels, `[level][camera]`.
+    pub more_levels: Vec<Vec<ImageLabels>>,
+    /// The input PLY (file scenes), written back with learned features.
+    pub ply: Option<crate::ply::SplatPly>,
+}
+
+/// Loads (or generates) the scene `cfg` names, with the levels `solve.levels` asks for
+/// (default `scene.level`).
+pub fn load_configured(cfg: &Config) -> Result<Configured, DataError> {
+    let levels = cfg.solve.levels_or(cfg.scene.level);
+    if cfg.scene.is_demo() {
+        let demo = crate::demo::generate(&cfg.demo, levels[0])?;
+        let more_levels = levels[1..]
+            .iter()
+            .map(|&l| demo.labels(l))
+            .collect::<Result<_, _>>()?;
+        return Ok(Configured {
+            data: demo.scene,
+            more_levels,
+            ply: None,
+        });
+    }
+    let loaded = load_scene_levels(&cfg.scene, &levels)?;
+    Ok(Configured {
+        data: loaded.data,
+        more_levels: loaded.more_levels,
+        ply: Some(loaded.ply),
     })
 }
 

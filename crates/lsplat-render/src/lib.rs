@@ -7,15 +7,18 @@
 //! where `#[cfg(feature = ...)]` selects real backends or stubs.
 
 pub mod cache;
+pub mod csr;
 pub mod device;
 pub mod eval;
 mod stub;
+pub mod views;
 
 pub use cache::{CacheLevel, RasterCache, Scratch};
 pub use device::{BackendVisitor, Device};
 pub use eval::{EvalReport, EvalSum};
 pub use lsplat_cpu::CpuBackend;
 pub use stub::StubBackend;
+pub use views::{Band, Views};
 
 #[cfg(feature = "cuda")]
 pub use lsplat_gpu::CudaBackend;
