@@ -153,6 +153,14 @@ impl Camera {
                 "rotation is not orthonormal (|RRᵀ - I| = {err:.2e})"
             )));
         }
+        // An orthonormal matrix of determinant −1 is a reflection: the image would be
+        // mirrored (a flipped axis in the file, or a camera from a left-handed tool).
+        let det = self.rotation.determinant();
+        if det < 0.0 {
+            return Err(bad(format!(
+                "rotation has determinant {det:.3}: a reflection, not a rotation (a flipped axis)"
+            )));
+        }
         Ok(())
     }
 }
@@ -174,6 +182,22 @@ pub fn langsplat_resolution(width: u32, height: u32, max_height: u32) -> (u32, u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reflection_is_not_a_camera_rotation() {
+        let mut cam = Camera::look_at(
+            "m",
+            (64, 48),
+            0.9,
+            Vec3::new(0.0, 0.0, -3.0),
+            Vec3::ZERO,
+            Vec3::Y,
+        );
+        cam.validate().unwrap();
+        cam.rotation = Mat3::from_diagonal(Vec3::new(-1.0, 1.0, 1.0)) * cam.rotation;
+        let e = cam.validate().unwrap_err().to_string();
+        assert!(e.contains("`m`") && e.contains("determinant -1.000"), "{e}");
+    }
 
     #[test]
     fn look_at_projects_target_to_centre() {

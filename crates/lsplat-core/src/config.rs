@@ -5,15 +5,20 @@
 
 use std::path::{Path, PathBuf};
 
+use lsplat_config_derive::Describe;
 use serde::{Deserialize, Serialize};
 
 use crate::CoreError;
 
 /// The whole configuration of a run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Input files of the scene. Leave every path empty to train the embedded demo.
+    /// Relative paths follow one rule: written in a scene file, they are relative to
+    /// that file's folder; given on the command line (`--set scene.dataset=...`),
+    /// relative to the working directory. A run records them resolved (absolute,
+    /// without `.` or `..`) in its `config.toml`.
     pub scene: SceneConfig,
     /// Parameters of the synthetic demo scene (used when `scene` names no files).
     pub demo: DemoConfig,
@@ -46,7 +51,7 @@ pub struct Config {
 /// ONNX Runtime. The execution provider follows `device.backend` (`cpu`/`simt`: CPU;
 /// `cuda`: CUDA; `hip`: ROCm, then MIGraphX; falling back to the CPU with a printed
 /// reason) and the intra-op threads `device.threads`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default, Describe)]
 #[serde(default, deny_unknown_fields)]
 pub struct OnnxConfig {
     /// The ONNX Runtime library (`libonnxruntime.so…`, or a folder holding it). Unset:
@@ -59,7 +64,7 @@ pub struct OnnxConfig {
 }
 
 /// Neural models.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelsConfig {
     /// CLIP model folder: `text.onnx`, `image.onnx` and `bpe_simple_vocab_16e6.txt.gz`
@@ -70,6 +75,7 @@ pub struct ModelsConfig {
     /// `open_clip/bpe_simple_vocab_16e6.txt.gz` inside the open_clip_torch wheel).
     pub clip_vocab: Option<PathBuf>,
     /// Texts or images per encoder run.
+    #[config(range = ">= 1")]
     pub batch: u32,
 }
 
@@ -85,12 +91,13 @@ impl Default for ModelsConfig {
 
 /// Data-parallel training: ranks come from the MPI launcher; each rank takes its
 /// share of every epoch's cameras and the gradients are averaged before each step.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe)]
 #[serde(default, deny_unknown_fields)]
 pub struct DistConfig {
     /// Longest time, in seconds, one collective (gradient all-reduce, loss read-back,
     /// start-up checks) waits for the other ranks; past it every rank stops with an
     /// error naming the collective (a rank died, hangs or runs something else).
+    #[config(range = "> 0")]
     pub timeout_s: f64,
     /// How gradients are averaged: `auto` sends only the rows some rank touched when
     /// that (plus a one-bit-per-row mask) is smaller than the whole buffer; `dense`
@@ -108,7 +115,7 @@ impl Default for DistConfig {
 }
 
 /// Gradient averaging across ranks (`dist.reduce`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Describe)]
 #[serde(rename_all = "lowercase")]
 pub enum ReduceKind {
     /// The smaller of dense and touched rows, decided each step.
@@ -120,7 +127,7 @@ pub enum ReduceKind {
 }
 
 /// Scene inputs. Relative paths resolve against the scene file's folder.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe)]
 #[serde(default, deny_unknown_fields)]
 pub struct SceneConfig {
     /// 3DGS PLY with the frozen geometry (Inria layout).
@@ -131,6 +138,7 @@ pub struct SceneConfig {
     /// Engine dataset directory (`features.parquet` + `masks.parquet`).
     pub dataset: Option<PathBuf>,
     /// LangSplat feature level to train: 1 = subpart (s), 2 = part (m), 3 = whole (l).
+    #[config(range = "[1, 3]")]
     pub level: u8,
 }
 
@@ -153,18 +161,23 @@ impl SceneConfig {
 }
 
 /// The synthetic teacher scene.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe)]
 #[serde(default, deny_unknown_fields)]
 pub struct DemoConfig {
     /// Number of Gaussians.
+    #[config(range = ">= 1")]
     pub gaussians: u32,
     /// Number of objects, each with its own unit feature.
+    #[config(range = ">= 1")]
     pub objects: u32,
     /// Number of cameras on the orbit.
+    #[config(range = ">= 1")]
     pub cameras: u32,
     /// Image width.
+    #[config(range = ">= 8")]
     pub width: u32,
     /// Image height.
+    #[config(range = ">= 8")]
     pub height: u32,
     /// Seed of the scene generator.
     pub seed: u64,
@@ -184,24 +197,30 @@ impl Default for DemoConfig {
 }
 
 /// Optimisation (LangSplat V1 defaults, workload.md §2, except `init_std`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe)]
 #[serde(default, deny_unknown_fields)]
 pub struct TrainConfig {
     /// Number of optimiser steps; unset = the model's own default
     /// ([`DEFAULT_ITERATIONS`] = 30 000 for LangSplat V1, 10 000 for LangSplatV2), which
     /// a run records in its `config.toml`.
+    #[config(range = ">= 1")]
     pub iterations: Option<u32>,
     /// Adam learning rate (constant).
+    #[config(range = "(0, 1]")]
     pub lr: f32,
     /// Adam β₁.
+    #[config(range = "[0, 1)")]
     pub beta1: f32,
     /// Adam β₂.
+    #[config(range = "[0, 1)")]
     pub beta2: f32,
     /// Adam ε.
+    #[config(range = "(0, 1]")]
     pub eps: f32,
     /// Seed of the camera sampler (and of anything else random in training).
     pub seed: u64,
     /// Cameras per step; their gradients are averaged.
+    #[config(range = ">= 1")]
     pub batch_size: u32,
     /// Loss on the valid pixels.
     pub loss: LossKind,
@@ -219,6 +238,7 @@ pub struct TrainConfig {
     /// Adam second moment by ~1e18 and all but freezes it for thousands of steps (300
     /// steps on the biker scene lower the loss 1.07×, 0.01 lowers it 3.9×;
     /// docs/PERFORMANCE.md). `--set train.init_std=0` reproduces LangSplat.
+    #[config(range = ">= 0")]
     pub init_std: f32,
     /// How the features are fitted: `adam` (gradient training, LangSplat's schedule),
     /// `average` (closed form: each Gaussian's weighted mean of the valid pixels'
@@ -261,7 +281,7 @@ impl TrainConfig {
 }
 
 /// How features are fitted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Describe)]
 #[serde(rename_all = "snake_case")]
 pub enum SolverKind {
     /// Adam on the configured loss for `train.iterations` steps.
@@ -288,15 +308,17 @@ impl SolverKind {
 /// `lsq` minimises Σ_cameras ‖M(W·x − f)‖² + λ‖x − x_avg‖² for each level, where W is a
 /// fitted camera's operator, M its valid-pixel mask, f the target features and x_avg
 /// the `average` solution.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe)]
 #[serde(default, deny_unknown_fields)]
 pub struct SolveConfig {
     /// Levels solved together (each its own system, all in the same passes over the
     /// cameras); empty = `scene.level` alone.
     pub levels: Vec<u8>,
     /// `lsq`: stop when every level's relative residual ‖b − A·x‖/‖b‖ is at most this.
+    #[config(range = "> 0")]
     pub tol: f64,
     /// `lsq`: most conjugate-gradient iterations.
+    #[config(range = ">= 1")]
     pub max_iters: u32,
     /// `lsq`: weight λ of the pull towards the `average` solution. It makes the system
     /// positive definite (Gaussians no fitted pixel sees keep x_avg = 0) and damps
@@ -304,8 +326,10 @@ pub struct SolveConfig {
     /// diagonal Σ w² is ~1e-3–10: λ = 1e-3 leaves well-observed Gaussians at the
     /// least-squares optimum and keeps poorly observed ones near their average
     /// (docs/PERFORMANCE.md measures the choice).
+    #[config(range = ">= 0")]
     pub lambda: f32,
     /// ε of the average x = Σ w·f / (Σ w + ε) (LUDVIG's 1e-8).
+    #[config(range = "> 0")]
     pub eps: f32,
     /// Scale each Gaussian's solved feature to unit length (per level), as LangSplat
     /// V1's x/|x| would render it. The composite of unit rows is no longer the
@@ -339,7 +363,7 @@ impl SolveConfig {
 }
 
 /// Held-out evaluation.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct EvalConfig {
     /// Hold out every k-th camera: camera i (in the scene's camera order) is held out
@@ -357,13 +381,14 @@ impl EvalConfig {
 }
 
 /// Text queries on rendered features (`lsplat-engine query`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe)]
 #[serde(default, deny_unknown_fields)]
 pub struct QueryConfig {
     /// Pixels whose rendered opacity (accumulated alpha, Σ αᵢTᵢ) is below this are
     /// background: their relevancy is not lit in the heat-map PNGs (the `.npy` maps
     /// keep every pixel's raw value; `alpha.npy` holds the opacity). In [0, 1]; 0
     /// lights every pixel.
+    #[config(range = "[0, 1]")]
     pub min_alpha: f32,
 }
 
@@ -374,7 +399,7 @@ impl Default for QueryConfig {
 }
 
 /// Loss functions on the valid pixels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Describe)]
 #[serde(rename_all = "snake_case")]
 pub enum LossKind {
     /// LangSplat V1: mean over all C·H·W elements of |F − G| on valid pixels.
@@ -397,10 +422,11 @@ impl LossKind {
 }
 
 /// Rasterization and caching.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe)]
 #[serde(default, deny_unknown_fields)]
 pub struct RenderConfig {
     /// Tile edge in pixels: 8 or 16.
+    #[config(range = "8 or 16")]
     pub tile_size: u32,
     /// What is cached per camera between visits.
     pub cache: CacheMode,
@@ -413,6 +439,7 @@ pub struct RenderConfig {
     /// loss and transposed SpMM one after the other (same result to float rounding).
     pub fused: bool,
     /// Near plane (camera z).
+    #[config(range = "> 0")]
     pub near: f32,
     /// Far plane (camera z).
     pub far: f32,
@@ -433,7 +460,7 @@ impl Default for RenderConfig {
 }
 
 /// Per-camera cache level.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Describe)]
 #[serde(rename_all = "snake_case")]
 pub enum CacheMode {
     /// Cache the sparse operator W (valid-pixel rows): a visit is an SpMM.
@@ -445,7 +472,7 @@ pub enum CacheMode {
 }
 
 /// Precision of cached operator weights.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Describe)]
 #[serde(rename_all = "snake_case")]
 pub enum WeightPrecision {
     /// 32-bit float (exact).
@@ -458,10 +485,11 @@ pub enum WeightPrecision {
 }
 
 /// Backend selection.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe)]
 #[serde(default, deny_unknown_fields)]
 pub struct DeviceConfig {
-    /// `cpu`, `cuda`, `hip` or `simt`.
+    /// The backend that runs the ops: `auto` picks a CUDA GPU when one is usable,
+    /// else a HIP GPU, else the CPU, and prints why.
     pub backend: BackendKind,
     /// CPU worker threads (the CPU backend, and the simt runtime's block runners);
     /// 0 = one per physical core.
@@ -473,7 +501,7 @@ pub struct DeviceConfig {
 impl Default for DeviceConfig {
     fn default() -> Self {
         DeviceConfig {
-            backend: BackendKind::Cpu,
+            backend: BackendKind::Auto,
             threads: 0,
             ordinal: 0,
         }
@@ -481,9 +509,12 @@ impl Default for DeviceConfig {
 }
 
 /// The backends the engine knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Describe)]
 #[serde(rename_all = "snake_case")]
 pub enum BackendKind {
+    /// The first usable of: a CUDA GPU, a HIP GPU, the CPU (never simt). A run records
+    /// the backend chosen (and says why) in its `config.toml`.
+    Auto,
     /// The CPU backend (always built).
     Cpu,
     /// NVIDIA GPUs (feature `cuda`).
@@ -494,11 +525,25 @@ pub enum BackendKind {
     Simt,
 }
 
+impl BackendKind {
+    /// The name a configuration uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Auto => "auto",
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+            BackendKind::Hip => "hip",
+            BackendKind::Simt => "simt",
+        }
+    }
+}
+
 /// The simt runtime: the CPU executing the GPU kernels.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe)]
 #[serde(default, deny_unknown_fields)]
 pub struct SimtConfig {
     /// Lanes per warp: 32 (CUDA semantics) or 64 (the HIP wave64 branch of compat.h).
+    #[config(range = "32 or 64")]
     pub warp: u32,
     /// Order in which a block's threads run between synchronisation points.
     pub schedule: SimtSchedule,
@@ -517,7 +562,7 @@ impl Default for SimtConfig {
 }
 
 /// Fiber order of the simt runtime.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Describe)]
 #[serde(rename_all = "kebab-case")]
 pub enum SimtSchedule {
     /// Thread 0, 1, 2, …
@@ -529,10 +574,11 @@ pub enum SimtSchedule {
 }
 
 /// Logging and metrics.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogConfig {
     /// Read the device-side metrics back every this many steps.
+    #[config(range = ">= 1")]
     pub every: u32,
     /// Show progress on stderr: a bar on a terminal; elsewhere (CI, `nohup`, Slurm
     /// logs) a plain line with the count, the rate, the time left and the loss.
@@ -545,12 +591,15 @@ pub struct LogConfig {
     /// step; 0 = only that one.
     pub checkpoint_every: u32,
     /// Checkpoints kept in the run directory (the newest; at least 1).
+    #[config(range = ">= 1")]
     pub checkpoint_keep: u32,
     /// Off a terminal, a progress line is printed at least every this many seconds
     /// (positive).
+    #[config(range = "> 0")]
     pub progress_every_s: f64,
     /// Off a terminal, a progress line is also printed each time this share of the
     /// work (percent, in (0, 100]) is done.
+    #[config(range = "(0, 100]")]
     pub progress_every_percent: f64,
 }
 
@@ -567,6 +616,11 @@ impl Default for LogConfig {
         }
     }
 }
+
+/// The table a run's `config.toml` ends with: the identity of the run (its inputs'
+/// sizes and times, a hash of the settings), written and checked by
+/// `lsplat_data::run::identity`; ignored when the file is read as configuration.
+pub const RUN_RECORD: &str = "run";
 
 impl Config {
     /// Parses a TOML document over the defaults. `origin` names it in errors.
@@ -588,15 +642,24 @@ impl Config {
             problem,
         };
         let text = std::fs::read_to_string(path).map_err(|e| file_err(e.to_string()))?;
-        let mut cfg = Config::from_toml(&text, path)?;
-        let table: toml::Table =
+        let mut table: toml::Table =
             toml::from_str(&text).map_err(|e| file_err(one_line(&e.to_string())))?;
+        // A run's config.toml ends with its `[run]` record (what the run was made
+        // from); it is not configuration, so a copied config.toml reads as a scene.
+        let mut cfg = if table.remove(RUN_RECORD).is_some() {
+            let rest = toml::to_string(&table).map_err(|e| file_err(e.to_string()))?;
+            Config::from_toml(&rest, path)?
+        } else {
+            Config::from_toml(&text, path)?
+        };
         if cfg.scene.is_demo() && !table.contains_key("demo") {
             return Err(file_err(
                 "names no scene inputs: give `[scene]` splats, cameras and dataset, or a `[demo]` section for the synthetic demo scene".into(),
             ));
         }
-        let base = std::path::absolute(path.parent().unwrap_or(Path::new("")))
+        // A bare file name (`scene.toml`) has an empty parent: the working directory.
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let base = std::path::absolute(parent.unwrap_or(Path::new(".")))
             .map_err(|e| file_err(e.to_string()))?;
         cfg.resolve_paths(&base);
         cfg.validate().map_err(|e| file_err(e.to_string()))?;
@@ -622,6 +685,7 @@ impl Config {
                 let joined = base.join(&*p);
                 *p = std::path::absolute(&joined).unwrap_or(joined);
             }
+            *p = lexically_normal(p);
         }
     }
 
@@ -636,10 +700,21 @@ impl Config {
             })?;
         let key = key.trim();
         let raw = raw.trim();
-        let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        let value = match toml::from_str::<toml::Table>(&format!("v = {raw}"))
             .ok()
             .and_then(|mut t| t.remove("v"))
-            .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+        {
+            Some(v) => v,
+            // A number TOML cannot hold (an integer above 2^63 − 1) is out of range,
+            // not a string.
+            None if looks_numeric(raw) => {
+                return Err(CoreError::BadValue {
+                    key: key.into(),
+                    problem: format!("{raw} is out of range (integers are at most {})", i64::MAX),
+                });
+            }
+            None => toml::Value::String(raw.to_string()),
+        };
         let mut root = toml::Value::try_from(&*self).expect("config serialises");
         let parts: Vec<&str> = key.split('.').collect();
         if parts.iter().any(|p| p.is_empty()) {
@@ -672,7 +747,7 @@ impl Config {
             } else {
                 CoreError::BadValue {
                     key: key.into(),
-                    problem: msg,
+                    problem: out_of_range(raw, msg),
                 }
             }
         })?;
@@ -754,8 +829,23 @@ impl Config {
                 format!("{} must be ≥ 0", self.train.init_std),
             );
         }
-        if !(self.train.lr > 0.0 && self.train.lr.is_finite()) {
-            return bad("train.lr", format!("{} must be positive", self.train.lr));
+        if !(self.train.lr > 0.0 && self.train.lr <= 1.0) {
+            return bad(
+                "train.lr",
+                format!(
+                    "{} must be in (0, 1]: Adam moves every value by up to lr per step, and the targets lie in [-1, 1]",
+                    self.train.lr
+                ),
+            );
+        }
+        if !(self.train.eps > 0.0 && self.train.eps <= 1.0) {
+            return bad(
+                "train.eps",
+                format!(
+                    "{} must be in (0, 1]: Adam divides by sqrt(v) + eps, and v is 0 for a value no pixel has touched yet (LangSplat's eps is 1e-15)",
+                    self.train.eps
+                ),
+            );
         }
         if !(0.0..1.0).contains(&self.train.beta1) || !(0.0..1.0).contains(&self.train.beta2) {
             return bad("train.beta1/beta2", "must be in [0, 1)".into());
@@ -771,6 +861,9 @@ impl Config {
                     self.dist.timeout_s
                 ),
             );
+        }
+        if !matches!(self.simt.warp, 32 | 64) {
+            return bad("simt.warp", format!("{} is not 32 or 64", self.simt.warp));
         }
         if self.eval.holdout == 1 {
             return bad(
@@ -820,30 +913,7 @@ impl Config {
     /// `dist.*`, `device.threads`, `device.ordinal`, `onnx.*`, `models.*`). Returns the first other key whose value
     /// differs between `self` and `other`, if any.
     pub fn result_changing_difference(&self, other: &Config) -> Option<String> {
-        let mut a = toml::Value::try_from(self).expect("config serialises");
-        let mut b = toml::Value::try_from(other).expect("config serialises");
-        for v in [&mut a, &mut b] {
-            if let Some(t) = v.as_table_mut() {
-                t.remove("log");
-                // How ranks exchange gradients changes no result (every mode gives the
-                // same numbers), nor does the timeout.
-                t.remove("dist");
-                // Where ONNX Runtime and the models for queries are found.
-                t.remove("onnx");
-                t.remove("models");
-                // Query settings apply after training.
-                t.remove("query");
-                for (section, key) in [
-                    ("train", "iterations"),
-                    ("device", "threads"),
-                    ("device", "ordinal"),
-                ] {
-                    if let Some(s) = t.get_mut(section).and_then(|s| s.as_table_mut()) {
-                        s.remove(key);
-                    }
-                }
-            }
-        }
+        let (a, b) = (self.result_settings(), other.result_settings());
         let (a, b) = (a.as_table()?, b.as_table()?);
         for (section, va) in a {
             let vb = b.get(section);
@@ -863,9 +933,77 @@ impl Config {
         None
     }
 
+    /// The settings that decide what the steps compute: the configuration as a TOML
+    /// value without the keys a resumed run may change (`train.iterations`, `log.*`,
+    /// `dist.*`, `device.threads`, `device.ordinal`, `onnx.*`, `models.*`, `query.*`).
+    pub fn result_settings(&self) -> toml::Value {
+        let mut v = toml::Value::try_from(self).expect("config serialises");
+        if let Some(t) = v.as_table_mut() {
+            t.remove("log");
+            // How ranks exchange gradients changes no result (every mode gives the
+            // same numbers), nor does the timeout.
+            t.remove("dist");
+            // Where ONNX Runtime and the models for queries are found.
+            t.remove("onnx");
+            t.remove("models");
+            // Query settings apply after training.
+            t.remove("query");
+            for (section, key) in [
+                ("train", "iterations"),
+                ("device", "threads"),
+                ("device", "ordinal"),
+            ] {
+                if let Some(s) = t.get_mut(section).and_then(|s| s.as_table_mut()) {
+                    s.remove(key);
+                }
+            }
+        }
+        v
+    }
+
     /// The configuration as TOML text (what a run directory records).
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("config serialises")
+    }
+}
+
+/// `p` without `.` components and with each `..` removing the component before it
+/// (lexically: symbolic links are not followed).
+fn lexically_normal(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// True for a number literal (digits with an optional sign, point, exponent or `_`).
+fn looks_numeric(raw: &str) -> bool {
+    let t = raw.trim_start_matches(['+', '-']);
+    t.starts_with(|c: char| c.is_ascii_digit())
+        && t.chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, '_' | '.' | 'e' | 'E' | '+' | '-'))
+}
+
+/// serde's "invalid value: integer `…`, expected u32" said as what it is.
+fn out_of_range(raw: &str, msg: String) -> String {
+    match msg.find("invalid value: integer") {
+        Some(_) => {
+            let expected = msg.split("expected ").nth(1).map_or(String::new(), |t| {
+                format!(" for {}", t.trim_end_matches('.'))
+            });
+            format!("{raw} is out of range{expected}")
+        }
+        None => msg,
     }
 }
 
@@ -967,6 +1105,52 @@ mod tests {
     }
 
     #[test]
+    fn adam_settings_that_cannot_train_are_errors_naming_their_key() {
+        let mut c = Config::default();
+        for (set, key, says) in [
+            ("train.lr=1e30", "train.lr", "(0, 1]"),
+            ("train.lr=0", "train.lr", "(0, 1]"),
+            ("train.lr=nan", "train.lr", "(0, 1]"),
+            ("train.eps=-1", "train.eps", "(0, 1]"),
+            ("train.eps=0", "train.eps", "divides by sqrt(v) + eps"),
+        ] {
+            let e = c.set(set).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(says), "{set}: {e}");
+            if key == "train.eps" {
+                assert!(
+                    !e.contains("train.lr"),
+                    "{set} blames the learning rate: {e}"
+                );
+            }
+        }
+        c.set("train.lr=1").unwrap();
+        c.set("train.eps=1e-15").unwrap();
+    }
+
+    #[test]
+    fn out_of_range_integers_say_so() {
+        let mut c = Config::default();
+        for (set, key) in [
+            ("train.seed=18446744073709551616", "train.seed"),
+            ("train.seed=99999999999999999999", "train.seed"),
+            ("train.iterations=5000000000", "train.iterations"),
+            ("train.iterations=-1", "train.iterations"),
+        ] {
+            let e = c.set(set).unwrap_err().to_string();
+            assert!(
+                e.contains(key) && e.contains("out of range") && !e.contains("string"),
+                "{set}: {e}"
+            );
+        }
+        // A word is still a (wrongly typed) string.
+        let e = c.set("train.seed=abc").unwrap_err().to_string();
+        assert!(
+            e.contains("train.seed") && !e.contains("out of range"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn resumable_changes_are_only_the_harmless_ones() {
         let base = Config::default();
         for harmless in [
@@ -1023,6 +1207,14 @@ mod tests {
         }
         assert_eq!(SolveConfig::default().levels_or(2), vec![2]);
         assert!(!EvalConfig::default().is_held_out(0));
+    }
+
+    #[test]
+    fn resolved_paths_have_no_dot_components() {
+        let mut c = Config::default();
+        c.scene.splats = Some("./a/../b/./s.ply".into());
+        c.resolve_paths(Path::new("/scenes/x/.."));
+        assert_eq!(c.scene.splats.unwrap(), PathBuf::from("/scenes/b/s.ply"));
     }
 
     #[test]

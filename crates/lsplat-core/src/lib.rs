@@ -7,6 +7,7 @@
 
 pub mod camera;
 pub mod config;
+pub mod config_doc;
 pub mod constants;
 pub mod error;
 pub mod gaussians;
@@ -14,6 +15,9 @@ pub mod memory;
 pub mod preprocess;
 pub mod rng;
 pub mod tiles;
+
+// The configuration derive names this crate by its path, also from inside it.
+extern crate self as lsplat_core;
 
 pub use camera::Camera;
 pub use config::Config;

@@ -2,47 +2,62 @@
 //! automatic mask generator with LangSplat's values, LangSplat's mask NMS, the fast
 //! NMS resolution and batch sizes.
 
+use lsplat_config_derive::Describe;
 use serde::{Deserialize, Serialize};
 
 use crate::CoreError;
 
 /// From images to LangSplat language features (`lsplat-engine preprocess`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Describe)]
 #[serde(default, deny_unknown_fields)]
 pub struct PreprocessConfig {
     /// Prompt points per side of each crop's regular grid (LangSplat: 32).
+    #[config(range = ">= 1")]
     pub points_per_side: u32,
     /// Point prompts per decoder call (SAM: 64).
+    #[config(range = ">= 1")]
     pub points_per_batch: u32,
     /// Masks whose predicted IoU is at or below this are dropped (LangSplat: 0.7).
+    #[config(range = "[0, 1]")]
     pub pred_iou_thresh: f32,
     /// Masks whose stability score is below this are dropped (LangSplat: 0.85).
+    #[config(range = "[0, 1]")]
     pub stability_score_thresh: f32,
     /// Logit offset of the stability score (SAM: 1.0).
+    #[config(range = ">= 0")]
     pub stability_score_offset: f32,
     /// Box IoU above which a crop's lower-IoU duplicate is dropped (LangSplat: 0.7).
+    #[config(range = "[0, 1]")]
     pub box_nms_thresh: f64,
     /// Crop layers beyond the whole image (LangSplat: 1, i.e. 2×2 crops).
+    #[config(range = "[0, 4]")]
     pub crop_n_layers: u32,
     /// Box IoU of the NMS between crops, which prefers smaller crops (SAM: 0.7).
+    #[config(range = "[0, 1]")]
     pub crop_nms_thresh: f64,
     /// Overlap of neighbouring crops as a fraction of the short side (SAM: 512/1500).
+    #[config(range = "[0, 1)")]
     pub crop_overlap_ratio: f64,
     /// Points per side shrink by this factor per crop layer (LangSplat: 1).
+    #[config(range = ">= 1")]
     pub crop_n_points_downscale_factor: u32,
     /// Holes and islands smaller than this many pixels are removed (LangSplat: 100;
     /// 0 disables the clean-up).
     pub min_mask_region_area: u32,
     /// LangSplat's `mask_nms` IoU threshold (0.8).
+    #[config(range = "[0, 1]")]
     pub mask_nms_iou: f64,
     /// LangSplat's `mask_nms` score threshold (0.7): score = stability × predicted IoU.
+    #[config(range = "[0, 1]")]
     pub mask_nms_score: f64,
     /// LangSplat's `mask_nms` containment threshold (0.5).
+    #[config(range = "[0, 1]")]
     pub mask_nms_inner: f64,
     /// Longest side at which `mask_nms` measures overlaps (masks are area-downsampled
     /// to it); 0 = full resolution, exactly the original.
     pub nms_max_dim: u32,
     /// Crops per CLIP call.
+    #[config(range = ">= 1")]
     pub clip_batch: u32,
     /// Worker threads of the mask post-processing (0 = all hardware threads).
     pub threads: u32,

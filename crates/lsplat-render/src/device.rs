@@ -26,6 +26,15 @@ pub trait BackendVisitor {
     fn visit<B: Backend>(self, backend: B) -> Self::Output;
 }
 
+/// Why a GPU runtime could not be opened, in a few words.
+fn reason(e: &DeviceError) -> String {
+    match e {
+        DeviceError::Unavailable { reason, .. } => reason.clone(),
+        DeviceError::NotCompiled { backend } => format!("{backend} is not compiled in"),
+        other => other.to_string(),
+    }
+}
+
 /// The simt runtime options of a configuration.
 pub fn simt_options(device: &DeviceConfig, simt: &SimtConfig) -> SimtOptions {
     SimtOptions {
@@ -41,9 +50,55 @@ pub fn simt_options(device: &DeviceConfig, simt: &SimtConfig) -> SimtOptions {
 }
 
 impl Device {
-    /// Opens the configured backend (`simt` holds the simt runtime's options).
+    /// Opens the configured backend (`simt` holds the simt runtime's options);
+    /// `auto` opens the first usable of CUDA, HIP and the CPU.
     pub fn open(cfg: &DeviceConfig, simt: &SimtConfig) -> Result<Device, DeviceError> {
+        Ok(Device::open_reporting(cfg, simt)?.0)
+    }
+
+    /// [`Device::open`], with the backend opened and, for `auto`, why it was chosen
+    /// (`"CUDA device 0: NVIDIA H200"`, or why neither GPU runtime was usable).
+    pub fn open_reporting(
+        cfg: &DeviceConfig,
+        simt: &SimtConfig,
+    ) -> Result<(Device, BackendKind, Option<String>), DeviceError> {
+        if cfg.backend != BackendKind::Auto {
+            return Ok((Device::open_kind(cfg, simt)?, cfg.backend, None));
+        }
+        let ordinal = cfg.ordinal as usize;
+        let cuda = match open_cuda(ordinal) {
+            Ok(b) => {
+                let why = format!("CUDA device {ordinal}: {}", b.describe());
+                return Ok((Device::Cuda(b), BackendKind::Cuda, Some(why)));
+            }
+            Err(e) => e,
+        };
+        let hip = match open_hip(ordinal) {
+            Ok(b) => {
+                let why = format!(
+                    "no usable NVIDIA GPU ({}); HIP device {ordinal}: {}",
+                    reason(&cuda),
+                    b.describe()
+                );
+                return Ok((Device::Hip(b), BackendKind::Hip, Some(why)));
+            }
+            Err(e) => e,
+        };
+        let why = format!(
+            "no usable GPU: NVIDIA: {}; AMD: {}",
+            reason(&cuda),
+            reason(&hip)
+        );
+        let cpu = DeviceConfig {
+            backend: BackendKind::Cpu,
+            ..cfg.clone()
+        };
+        Ok((Device::open_kind(&cpu, simt)?, BackendKind::Cpu, Some(why)))
+    }
+
+    fn open_kind(cfg: &DeviceConfig, simt: &SimtConfig) -> Result<Device, DeviceError> {
         match cfg.backend {
+            BackendKind::Auto => Ok(Device::open_reporting(cfg, simt)?.0),
             BackendKind::Cpu => Ok(Device::Cpu(CpuBackend::new(cfg.threads as usize))),
             BackendKind::Simt => Ok(Device::Simt(SimtBackend::new(Simt::new(simt_options(
                 cfg, simt,
