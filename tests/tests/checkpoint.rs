@@ -48,6 +48,7 @@ fn session(cfg: &Config, dir: &Path, resume: Option<&Checkpoint>) -> Session<Cpu
                 keep: cfg.log.checkpoint_keep as usize,
                 config: cfg.to_toml(),
                 backend: "cpu".into(),
+                identity: None,
             },
         ));
     s.engine.initialize().unwrap();

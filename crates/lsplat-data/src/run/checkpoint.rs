@@ -7,9 +7,16 @@
 //! [begin, end]}` and `__metadata__` to string values: `format`
 //! (`lsplat-checkpoint`), `version`, `step` (steps completed), `sampler_position`
 //! (cameras drawn so far), `gaussians`, `channels`, `backend` and `config` (the
-//! resolved configuration, TOML), and `model` when a plugin model wrote it. Tensors:
-//! `params` (the raw trained parameters, before V1 normalisation), `adam_m`, `adam_v`,
-//! then a plugin model's further 2-D F32 tensors ([`Checkpoint::extra`]) by name.
+//! resolved configuration, TOML), `model` when a plugin model wrote it, `identity`
+//! (the run's identity, JSON: [`super::identity::RunIdentity`]) and `xxh3.<tensor>`
+//! for every tensor (XXH3-64 of its bytes, 16 hex digits). Tensors: `params` (the raw
+//! trained parameters, before V1 normalisation), `adam_m`, `adam_v`, then a plugin
+//! model's further 2-D F32 tensors ([`Checkpoint::extra`]) by name.
+//!
+//! Reading checks everything a resumed run relies on: the byte ranges of the tensors
+//! lie inside the file without overlapping, every checksum matches (a file without
+//! checksums, from an older version, is read with [`Checkpoint::checksummed`] false),
+//! every value is finite and every second moment (`adam_v`, `*_v`) is non-negative.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -63,6 +70,26 @@ pub struct Checkpoint {
     pub model: Option<String>,
     /// A plugin model's further tensors, in name order (empty for the built-in model).
     pub extra: Vec<Extra>,
+    /// The run's identity (JSON, metadata `identity`), when recorded.
+    pub identity: Option<String>,
+    /// Whether the file carried checksums (always true for a file this version
+    /// writes; false for an older one, which is read unchecked).
+    pub checksummed: bool,
+}
+
+/// XXH3-64 of `bytes`, as 16 hex digits.
+pub fn xxh3_hex(bytes: &[u8]) -> String {
+    format!("{:016x}", twox_hash::XxHash3_64::oneshot(bytes))
+}
+
+/// The little-endian bytes of `values`.
+fn le_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// True for a tensor holding Adam second moments (never negative).
+fn is_second_moment(name: &str) -> bool {
+    name == "adam_v" || name.ends_with("_v")
 }
 
 impl Checkpoint {
@@ -122,7 +149,10 @@ impl Checkpoint {
         ]
         .into_iter()
         .chain(self.model.iter().map(|m| ("model", m.clone())))
+        .chain(self.identity.iter().map(|m| ("identity", m.clone())))
         .collect();
+        let mut meta: BTreeMap<String, String> =
+            meta.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         let mut extra: Vec<&Extra> = self.extra.iter().collect();
         extra.sort_by(|a, b| a.name.cmp(&b.name));
         for (i, e) in extra.iter().enumerate() {
@@ -144,6 +174,14 @@ impl Checkpoint {
                     ),
                 ));
             }
+        }
+        let named = TENSORS
+            .iter()
+            .copied()
+            .zip(self.tensors())
+            .chain(extra.iter().map(|e| (e.name.as_str(), &e.data[..])));
+        for (name, t) in named {
+            meta.insert(format!("xxh3.{name}"), xxh3_hex(&le_bytes(t)));
         }
         header.insert("__metadata__".into(), serde_json::json!(meta));
         let bytes = (n * 4) as u64;
@@ -242,6 +280,9 @@ impl Checkpoint {
             .checked_mul(channels)
             .filter(|n| n.checked_mul(4).is_some_and(|b| b <= data.len() as u64))
             .ok_or_else(|| bad(format!("{gaussians}×{channels} values exceed the file")))?;
+        // A file of this version carries a checksum for every tensor; an older one none.
+        let checksummed = meta.keys().any(|k| k.starts_with("xxh3."));
+        let ranges = std::cell::RefCell::new(Vec::<(std::ops::Range<usize>, String)>::new());
         // A 2-D F32 tensor's values; `want` is its required shape, if any.
         let tensor =
             |name: &str, want: Option<[u64; 2]>| -> Result<(usize, usize, Vec<f32>), DataError> {
@@ -280,10 +321,40 @@ impl Checkpoint {
                     }
                     _ => return Err(bad(format!("tensor `{name}` has bad data offsets"))),
                 };
-                let values = data[range]
+                let bytes = &data[range.clone()];
+                match meta.get(&format!("xxh3.{name}")).map(|v| v.as_str()) {
+                    Some(Some(want)) if want == xxh3_hex(bytes) => {}
+                    Some(Some(want)) => {
+                        return Err(bad(format!(
+                            "tensor `{name}` is corrupt: its checksum is {}, the file records {want} (a changed byte)",
+                            xxh3_hex(bytes)
+                        )));
+                    }
+                    Some(None) => return Err(bad(format!("metadata `xxh3.{name}` is not a string"))),
+                    None if checksummed => {
+                        return Err(bad(format!("tensor `{name}` has no checksum (metadata `xxh3.{name}`)")));
+                    }
+                    None => {}
+                }
+                let values = bytes
                     .chunks_exact(4)
                     .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
                     .collect::<Vec<f32>>();
+                if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+                    return Err(bad(format!(
+                        "tensor `{name}` is corrupt: value {i} is {} (a checkpoint only ever holds finite values)",
+                        values[i]
+                    )));
+                }
+                if is_second_moment(name)
+                    && let Some(i) = values.iter().position(|v| *v < 0.0)
+                {
+                    return Err(bad(format!(
+                        "tensor `{name}` is corrupt: value {i} is {}, but a second moment is never negative",
+                        values[i]
+                    )));
+                }
+                ranges.borrow_mut().push((range, name.to_string()));
                 Ok((rows as usize, cols as usize, values))
             };
         let mut tensors = Vec::with_capacity(3);
@@ -303,6 +374,16 @@ impl Checkpoint {
             }
         }
         extra.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut ranges = ranges.into_inner();
+        ranges.sort_by_key(|(r, _)| (r.start, r.end));
+        for w in ranges.windows(2) {
+            if w[1].0.start < w[0].0.end {
+                return Err(bad(format!(
+                    "tensors `{}` and `{}` overlap in the file (bytes {:?} and {:?})",
+                    w[0].1, w[1].1, w[0].0, w[1].0
+                )));
+            }
+        }
         let adam_v = tensors.pop().unwrap_or_default();
         let adam_m = tensors.pop().unwrap_or_default();
         let params = tensors.pop().unwrap_or_default();
@@ -325,6 +406,15 @@ impl Checkpoint {
                 })
                 .transpose()?,
             extra,
+            identity: meta
+                .get("identity")
+                .map(|m| {
+                    m.as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| bad("metadata `identity` is not a string".into()))
+                })
+                .transpose()?,
+            checksummed,
         })
     }
 }

@@ -18,13 +18,17 @@
 //! owns the directory.
 
 pub mod checkpoint;
+pub mod identity;
+pub mod layout;
 pub mod metrics;
+pub mod resume;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use crate::DataError;
 use crate::io::is_temp_name;
+pub use layout::Layout;
 
 pub use checkpoint::{
     Checkpoint, Extra, checkpoint_name, list_checkpoints, newest_checkpoint, prune_checkpoints,
@@ -89,13 +93,13 @@ fn lock(dir: &Path) -> Result<File, DataError> {
 /// What an existing directory holds.
 #[derive(Debug, Default)]
 struct Contents {
-    /// Names a run writes (top-level files, `checkpoints/`, temporary files).
-    run: Vec<PathBuf>,
+    /// Names the command writes (top-level files and folders, temporary files).
+    owned: Vec<PathBuf>,
     /// Anything else.
     foreign: Vec<String>,
 }
 
-fn contents(dir: &Path) -> Result<Contents, DataError> {
+fn contents(dir: &Path, layout: &Layout) -> Result<Contents, DataError> {
     let mut c = Contents::default();
     let entries = std::fs::read_dir(dir).map_err(|e| DataError::io(dir, e))?;
     for e in entries {
@@ -104,8 +108,9 @@ fn contents(dir: &Path) -> Result<Contents, DataError> {
         if name == LOCK_FILE {
             continue;
         }
-        if RUN_FILES.contains(&name.as_str()) || is_temp_name(&name) || name == CHECKPOINT_DIR {
-            c.run.push(e.path());
+        let is_dir = e.file_type().map_err(|err| DataError::io(e.path(), err))?.is_dir();
+        if layout.owns(&name, is_dir) {
+            c.owned.push(e.path());
         } else {
             c.foreign.push(name);
         }
@@ -114,30 +119,38 @@ fn contents(dir: &Path) -> Result<Contents, DataError> {
     Ok(c)
 }
 
-/// Removes what a run wrote (only the names a run writes; checkpoints only if their
-/// folder holds nothing else).
-fn clear(dir: &Path, run: &[PathBuf]) -> Result<(), DataError> {
-    for p in run {
-        if p.is_dir() {
-            let ckpt = std::fs::read_dir(p).map_err(|e| DataError::io(p, e))?;
-            for e in ckpt {
-                let e = e.map_err(|e| DataError::io(p, e))?;
-                let name = e.file_name().to_string_lossy().into_owned();
-                if !(name.ends_with(".safetensors") || is_temp_name(&name)) {
-                    return Err(run_err(
-                        dir,
-                        format!("{CHECKPOINT_DIR}/{name} is not a checkpoint; remove it by hand"),
-                    ));
-                }
+/// Removes what the command wrote (only the names it writes; a folder only if it
+/// holds nothing else).
+fn clear(dir: &Path, owned: &[PathBuf], layout: &Layout) -> Result<(), DataError> {
+    // Check every folder first, so a refusal leaves everything in place.
+    for p in owned.iter().filter(|p| p.is_dir()) {
+        let entries = std::fs::read_dir(p).map_err(|e| DataError::io(p, e))?;
+        for e in entries {
+            let e = e.map_err(|e| DataError::io(p, e))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.path().is_dir() || !layout.owns_inner(&name) {
+                let folder = p.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
+                return Err(run_err(
+                    dir,
+                    format!(
+                        "{folder}/{name} is not something a {} writes; remove it by hand",
+                        layout.kind
+                    ),
+                ));
             }
-            std::fs::remove_dir_all(p).map_err(|e| DataError::io(p, e))?;
+        }
+    }
+    for p in owned {
+        let r = if p.is_dir() {
+            std::fs::remove_dir_all(p)
         } else {
-            match std::fs::remove_file(p) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(DataError::io(p, e));
-                }
-                _ => {}
+            std::fs::remove_file(p)
+        };
+        match r {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(DataError::io(p, e));
             }
+            _ => {}
         }
     }
     Ok(())
@@ -158,19 +171,110 @@ fn remove_stale_temps(dir: &Path) -> Result<(), DataError> {
     Ok(())
 }
 
-/// True when `dir` holds a finished run (its [`SUMMARY_FILE`] exists).
+/// The `status` a summary records: `finished`, or `interrupted` (a run stopped by a
+/// signal after writing a checkpoint).
+pub const STATUS_INTERRUPTED: &str = "interrupted";
+
+/// True when `dir` holds a finished run: its [`SUMMARY_FILE`] exists and does not
+/// mark the run interrupted.
 pub fn is_finished(dir: &Path) -> bool {
-    dir.join(SUMMARY_FILE).is_file()
+    dir.join(SUMMARY_FILE).is_file() && interrupted_at(dir).is_none()
+}
+
+/// The step after which a run was interrupted (its summary says `"status":
+/// "interrupted"`), if it was.
+pub fn interrupted_at(dir: &Path) -> Option<u64> {
+    let text = std::fs::read(dir.join(SUMMARY_FILE)).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    (v.get("status")?.as_str()? == STATUS_INTERRUPTED).then(|| v["steps"].as_u64().unwrap_or(0))
+}
+
+/// Why `dir` cannot be taken for a new output of `layout` without `--force` (or at
+/// all), or `Ok(())` when it can. Looks only; nothing is created or removed.
+pub fn check_available(dir: &Path, force: bool, layout: &Layout) -> Result<(), DataError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(run_err(
+            dir,
+            format!("is a file, not a folder; choose another output folder for the {}", layout.kind),
+        ));
+    }
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    let c = contents(dir, layout)?;
+    refusal(dir, &c, force, layout)
+}
+
+/// The error for a folder holding something (foreign content, a finished or
+/// resumable output) that `force` does not allow to replace.
+fn refusal(dir: &Path, c: &Contents, force: bool, layout: &Layout) -> Result<(), DataError> {
+    if !c.foreign.is_empty() {
+        return Err(run_err(
+            dir,
+            format!(
+                "not empty and not a {} directory (it holds {}); choose another output folder",
+                layout.kind,
+                c.foreign
+                    .iter()
+                    .take(5)
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    if c.owned.is_empty() || force {
+        return Ok(());
+    }
+    if is_finished(dir) {
+        return Err(run_err(
+            dir,
+            format!(
+                "holds a finished {}; pass --force to overwrite it, or choose another output folder",
+                layout.kind
+            ),
+        ));
+    }
+    if !layout.resumable {
+        return Err(run_err(
+            dir,
+            format!(
+                "holds an unfinished {} (no {SUMMARY_FILE}: it was interrupted); pass --force to overwrite it",
+                layout.kind
+            ),
+        ));
+    }
+    match newest_checkpoint(dir)? {
+        Some((step, _)) => Err(run_err(
+            dir,
+            format!(
+                "holds an {} run (newest checkpoint after step {step}); continue it with `train --resume {}`, or pass --force to discard it",
+                if interrupted_at(dir).is_some() { "interrupted" } else { "unfinished" },
+                dir.display()
+            ),
+        )),
+        // Nothing to resume: the folder does not block a new run.
+        None => Ok(()),
+    }
 }
 
 impl RunDir {
     /// Creates (or takes over) `dir` for a new run and locks it.
     ///
     /// A missing or empty directory is used as is. A locked one is refused. A finished
-    /// run, or an unfinished one (it may be resumed), is refused unless `force`, which
-    /// removes the files the old run wrote. A directory holding anything a run does
-    /// not write is refused even with `force`.
+    /// run, or an unfinished one with a checkpoint (it may be resumed), is refused
+    /// unless `force`, which removes the files the old run wrote; an unfinished run
+    /// without a checkpoint holds nothing to resume and is replaced. A directory
+    /// holding anything a run does not write is refused even with `force`.
     pub fn create(dir: &Path, force: bool) -> Result<RunDir, DataError> {
+        RunDir::create_as(dir, force, &layout::RUN)
+    }
+
+    /// [`RunDir::create`] for the output folder of another command (`layout` names
+    /// what it writes): its finished marker is [`SUMMARY_FILE`] too, and an
+    /// unfinished one is refused unless `force`.
+    pub fn create_as(dir: &Path, force: bool, layout: &Layout) -> Result<RunDir, DataError> {
+        check_available(dir, force, layout)?;
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| DataError::io(parent, e))?;
         }
@@ -180,42 +284,17 @@ impl RunDir {
             Err(e) => return Err(DataError::io(dir, e)),
         }
         let lock = lock(dir)?;
-        let c = contents(dir)?;
-        if !c.foreign.is_empty() {
-            return Err(run_err(
-                dir,
-                format!(
-                    "not empty and not a run directory (it holds {}); choose another output folder",
-                    c.foreign
-                        .iter()
-                        .take(5)
-                        .map(|n| format!("`{n}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ));
-        }
-        if !c.run.is_empty() {
-            if !force {
-                let what = if is_finished(dir) {
-                    "holds a finished run; pass --force to overwrite it, or choose another output folder".to_string()
-                } else {
-                    match newest_checkpoint(dir)? {
-                        Some((step, _)) => format!(
-                            "holds an unfinished run (newest checkpoint after step {step}); continue it with `train --resume {}`, or pass --force to discard it",
-                            dir.display()
-                        ),
-                        None => "holds an unfinished run without a checkpoint; pass --force to discard it".to_string(),
-                    }
-                };
-                return Err(run_err(dir, what));
-            }
-            // The finished marker goes first: a half-cleared directory never looks finished.
-            if is_finished(dir) {
-                let s = dir.join(SUMMARY_FILE);
+        // Checked again under the lock: another process may have written since.
+        let c = contents(dir, layout)?;
+        refusal(dir, &c, force, layout)?;
+        if !c.owned.is_empty() {
+            // The finished marker goes first: a half-cleared directory never looks
+            // finished.
+            let s = dir.join(SUMMARY_FILE);
+            if s.is_file() {
                 std::fs::remove_file(&s).map_err(|e| DataError::io(&s, e))?;
             }
-            clear(dir, &c.run)?;
+            clear(dir, &c.owned, layout)?;
         }
         Ok(RunDir {
             path: dir.to_path_buf(),
@@ -300,3 +379,5 @@ impl RunDir {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod resume_tests;

@@ -14,9 +14,11 @@ fn ckpt(step: u64, n: usize, c: usize) -> Checkpoint {
         config: "[train]\niterations = 7\n".into(),
         params: v(0.25),
         adam_m: v(-1e-3),
-        adam_v: v(1e-7),
+        adam_v: v(1e-7).iter().map(|x| x.abs()).collect(),
         model: None,
         extra: Vec::new(),
+        identity: None,
+        checksummed: true,
     }
 }
 
@@ -43,12 +45,11 @@ fn finished_and_unfinished_runs_need_force() {
     let run = RunDir::create(&dir, false).unwrap();
     run.write_config("x = 1\n").unwrap();
     drop(run);
-    let e = RunDir::create(&dir, false).unwrap_err().to_string();
-    assert!(e.contains("unfinished run without a checkpoint"), "{e}");
-    let run = RunDir::create(&dir, true).unwrap();
+    // Nothing to resume (no checkpoint): the folder does not block a new run.
+    let run = RunDir::create(&dir, false).unwrap();
     assert!(
         !dir.join(CONFIG_FILE).exists(),
-        "--force clears the old run"
+        "the new run clears the old one"
     );
     run.write_config("x = 1\n").unwrap();
     save_checkpoint(&dir, &ckpt(20, 2, 3), 3).unwrap();
@@ -266,4 +267,54 @@ fn metrics_resume_drops_later_and_torn_lines() {
     assert_eq!(read_losses(&p).unwrap().len(), 3);
     std::fs::write(&p, "{\"step\":0,\"loss\":null}\n").unwrap();
     assert!(read_losses(&p).unwrap()[0].1.is_nan());
+}
+
+#[test]
+fn an_interrupted_run_is_resumable_not_finished() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("run");
+    let run = RunDir::create(&dir, false).unwrap();
+    run.write_config("x = 1\n").unwrap();
+    save_checkpoint(&dir, &ckpt(7, 2, 3), 3).unwrap();
+    run.finish(br#"{"status": "interrupted", "steps": 7}"#).unwrap();
+    drop(run);
+    assert!(!is_finished(&dir) && interrupted_at(&dir) == Some(7));
+    let e = RunDir::create(&dir, false).unwrap_err().to_string();
+    assert!(e.contains("interrupted run") && e.contains("--resume"), "{e}");
+}
+
+#[test]
+fn other_commands_outputs_follow_the_force_rule() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("render");
+    let out = RunDir::create_as(&dir, false, &layout::RENDER).unwrap();
+    std::fs::write(dir.join("cam.npy"), b"x").unwrap();
+    drop(out);
+    // Interrupted before its marker: refused, then overwritten with --force.
+    let e = RunDir::create_as(&dir, false, &layout::RENDER).unwrap_err().to_string();
+    assert!(e.contains("unfinished render output") && e.contains("--force"), "{e}");
+    let out = RunDir::create_as(&dir, true, &layout::RENDER).unwrap();
+    assert!(!dir.join("cam.npy").exists());
+    out.finish(b"{}").unwrap();
+    drop(out);
+    let e = RunDir::create_as(&dir, false, &layout::RENDER).unwrap_err().to_string();
+    assert!(e.contains("finished render output"), "{e}");
+    // A run directory is not a render output, even with --force.
+    std::fs::write(dir.join(CONFIG_FILE), b"").unwrap();
+    let e = RunDir::create_as(&dir, true, &layout::RENDER).unwrap_err().to_string();
+    assert!(e.contains("not a render output directory") && e.contains("config.toml"), "{e}");
+    // A file where the folder should be is named.
+    let f = t.path().join("file");
+    std::fs::write(&f, b"x").unwrap();
+    let e = RunDir::create_as(&f, true, &layout::QUERY).unwrap_err().to_string();
+    assert!(e.contains(&f.display().to_string()) && e.contains("is a file"), "{e}");
+    // Query outputs: camera folders of npy/png; anything else inside stops --force.
+    let q = t.path().join("query");
+    let out = RunDir::create_as(&q, false, &layout::QUERY).unwrap();
+    std::fs::create_dir(q.join("cam")).unwrap();
+    std::fs::write(q.join("cam/mug.npy"), b"x").unwrap();
+    std::fs::write(q.join("cam/notes.txt"), b"x").unwrap();
+    drop(out);
+    let e = RunDir::create_as(&q, true, &layout::QUERY).unwrap_err().to_string();
+    assert!(e.contains("cam/notes.txt") && q.join("cam/mug.npy").exists(), "{e}");
 }

@@ -32,6 +32,9 @@ pub struct CheckpointTarget {
     pub config: String,
     /// Backend description, stored for information.
     pub backend: String,
+    /// The run's identity (`lsplat_data::run::identity`, JSON), stored so a resumed
+    /// run can tell its own checkpoints from others'.
+    pub identity: Option<String>,
 }
 
 /// Resident set size of this process (Linux), from `/proc/self/status`.
@@ -122,6 +125,8 @@ pub fn snapshot<B: Backend>(
         adam_v: dev.download(&adam.v)?,
         model: None,
         extra: Vec::new(),
+        identity: target.identity.clone(),
+        checksummed: true,
     })
 }
 
@@ -188,6 +193,8 @@ pub fn write_model_checkpoint<B: Backend>(world: &mut World) {
             adam_v: state.adam_v,
             model: Some(model.name().to_string()),
             extra: state.extra,
+            identity: target.identity.clone(),
+            checksummed: true,
         };
         save_checked(target, &ckpt, step)
     });
