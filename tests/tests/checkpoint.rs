@@ -174,3 +174,41 @@ fn a_non_finite_state_is_never_checkpointed() {
     );
     assert_eq!(run::newest_checkpoint(dir.path()).unwrap().unwrap().0, 10);
 }
+
+/// A stop request (a first Ctrl-C) makes the step it arrives in the last: its losses
+/// are read back and a checkpoint of it is written, from which a resumed session
+/// continues as if never stopped.
+#[test]
+fn a_stop_request_checkpoints_the_step_it_arrives_in() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let cfg = config();
+    let a = tempfile::tempdir().unwrap();
+    let mut whole = session(&cfg, a.path(), None);
+    for _ in 0..45 {
+        whole.step().unwrap();
+    }
+    let want = whole.checkpoint(cfg.to_toml(), "cpu".into()).unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let mut s = session(&cfg, b.path(), None);
+    let flag = Arc::new(AtomicBool::new(false));
+    s.set_stop_flag(flag.clone());
+    for _ in 0..12 {
+        s.step().unwrap();
+        assert!(!s.stop_requested());
+    }
+    flag.store(true, Ordering::Relaxed);
+    s.step().unwrap();
+    assert!(s.stop_requested());
+    drop(s);
+    let (step, path) = run::newest_checkpoint(b.path()).unwrap().unwrap();
+    assert_eq!(step, 13, "the step the request arrived in is checkpointed");
+    let losses = run::read_losses(&b.path().join(run::METRICS_FILE)).unwrap();
+    assert_eq!(losses.len(), 13, "and its losses logged");
+    let ckpt = Checkpoint::read(&path).unwrap();
+    let mut rest = session(&cfg, b.path(), Some(&ckpt));
+    for _ in 13..45 {
+        rest.step().unwrap();
+    }
+    assert_eq!(rest.checkpoint(cfg.to_toml(), "cpu".into()).unwrap(), want);
+}

@@ -27,4 +27,4 @@ pub use loss::{ActiveLoss, PixelLoss};
 pub use lsplat_render::EvalReport;
 pub use model::{ActiveModel, Model, ModelContext, ModelState};
 pub use plugins::{CheckpointPlugin, MetricsFilePlugin};
-pub use session::{Quality, Session, StepRecord};
+pub use session::{Quality, Session, StepRecord, check_scene_settings};

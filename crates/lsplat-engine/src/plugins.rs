@@ -29,6 +29,11 @@ impl<B: Backend> Plugin for BackendPlugin<B> {
             TrainSystems::Rasterize,
             render::bin_cold::<B>.run_if(render::any_cold_in_batch::<B>),
         );
+        engine.world.init_resource::<crate::resources::StopRequest>();
+        engine.add_systems(
+            TrainSystems::Log,
+            log::latch_stop::<B>.before(log::advance_step),
+        );
         engine.add_systems(TrainSystems::Log, log::advance_step);
     }
 }
@@ -173,6 +178,7 @@ impl<B: Backend> Plugin for MetricsPlugin<B> {
             TrainSystems::Log,
             log::read_metrics::<B>
                 .run_if(log::log_due::<B>)
+                .after(log::latch_stop::<B>)
                 .before(log::advance_step),
         );
         if engine.world.contains_resource::<CacheStats>() {
@@ -180,6 +186,7 @@ impl<B: Backend> Plugin for MetricsPlugin<B> {
                 TrainSystems::Log,
                 log::report_cache_stats
                     .run_if(log::log_due::<B>)
+                    .after(log::latch_stop::<B>)
                     .before(log::advance_step),
             );
         }

@@ -263,3 +263,16 @@ pub struct FitReport {
 /// evaluating the fitted cameras (indexed like the cameras).
 #[derive(Resource)]
 pub struct FitOperators<B: Backend>(pub Vec<Option<B::Operator>>);
+
+/// A request to stop after the current step (a first Ctrl-C or SIGTERM), shared with
+/// whoever raises it (the CLI's signal handler sets `flag`). The Log phase reads the
+/// flag once per step ([`crate::systems::log::latch_stop`]); once latched, that step
+/// reads its metrics back and is checkpointed as if it were the last, and
+/// [`crate::Session::stop_requested`] tells the runner to stop.
+#[derive(Resource, Clone, Debug, Default)]
+pub struct StopRequest {
+    /// Raised from outside (a signal handler); read with one atomic load per step.
+    pub flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Whether this step saw the flag (all ranks agree on it).
+    pub latched: bool,
+}

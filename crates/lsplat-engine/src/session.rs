@@ -76,6 +76,49 @@ fn default_budget<B: Backend>(dev: &B) -> u64 {
     dev.memory().map_or(4 << 30, |m| m.free / 2)
 }
 
+/// The settings that depend on the scene's camera count (`eval.holdout`,
+/// `train.batch_size`, the ranks sharing the cameras), checked without building
+/// anything: a command calls it before it creates its run directory, and
+/// [`Session`] again when it is built.
+pub fn check_scene_settings(
+    config: &Config,
+    cameras: usize,
+    ranks: usize,
+) -> Result<(), EngineError> {
+    let fitted = (0..cameras)
+        .filter(|&i| !config.eval.is_held_out(i))
+        .count();
+    if config.eval.holdout > 0 && fitted == cameras {
+        return Err(EngineError::Config(format!(
+            "eval.holdout = {} holds out none of the {cameras} cameras",
+            config.eval.holdout
+        )));
+    }
+    if fitted == 0 {
+        return Err(EngineError::Config(format!(
+            "the scene has no camera to fit ({cameras} cameras, eval.holdout = {})",
+            config.eval.holdout
+        )));
+    }
+    let batch = config.train.batch_size as usize;
+    if config.train.solver == SolverKind::Adam && batch > fitted {
+        return Err(EngineError::Config(format!(
+            "train.batch_size = {batch} exceeds the {fitted} fitted cameras{}",
+            if fitted < cameras {
+                format!(" ({} of {cameras} are held out by eval.holdout)", cameras - fitted)
+            } else {
+                String::new()
+            }
+        )));
+    }
+    if config.train.solver == SolverKind::Adam && fitted < ranks {
+        return Err(EngineError::Config(format!(
+            "{fitted} fitted cameras cannot be shared by {ranks} ranks"
+        )));
+    }
+    Ok(())
+}
+
 impl<B: Backend> Session<B> {
     /// Builds the engine: plugins, the splat entity, one entity per camera.
     pub fn new(dev: B, config: &Config, scene: SceneData) -> Result<Self, EngineError> {
@@ -196,21 +239,9 @@ impl<B: Backend> Session<B> {
         let n = scene.gaussians.len();
         let c = scene.dim();
         let cams = scene.cameras.len();
+        check_scene_settings(config, cams, collective.world_size)?;
         let held_out: Vec<bool> = (0..cams).map(|i| config.eval.is_held_out(i)).collect();
         let fitted: Vec<usize> = (0..cams).filter(|&i| !held_out[i]).collect();
-        if config.eval.holdout > 0 && fitted.len() == cams {
-            return Err(EngineError::Config(format!(
-                "eval.holdout = {} holds out none of the {cams} cameras",
-                config.eval.holdout
-            )));
-        }
-        let batch = config.train.batch_size as usize;
-        if solver == SolverKind::Adam && batch > fitted.len() {
-            return Err(EngineError::Config(format!(
-                "train.batch_size = {batch} exceeds the {} fitted cameras",
-                fitted.len()
-            )));
-        }
         let budget = config
             .render
             .cache_budget
@@ -265,7 +296,7 @@ impl<B: Backend> Session<B> {
             .max(1);
         let mut frames = Vec::new();
         if solver == SolverKind::Adam {
-            for _ in 0..batch {
+            for _ in 0..config.train.batch_size {
                 frames.push(Frame::<B> {
                     rendered: dev.alloc(max_valid * frame_c)?,
                     d_rendered: dev.alloc(max_valid * frame_c)?,
@@ -393,6 +424,7 @@ impl<B: Backend> Session<B> {
             keep: 1,
             config,
             backend,
+            identity: None,
         };
         crate::systems::checkpoint::snapshot(
             &world.resource::<Dev<B>>().0,
@@ -559,6 +591,26 @@ impl<B: Backend> Session<B> {
             )));
         }
         self.engine.step()
+    }
+
+    /// Stops after the step during which `flag` is raised: that step reads its
+    /// metrics back and writes a checkpoint (with a [`crate::CheckpointPlugin`]) as
+    /// if it were the last, and [`Session::stop_requested`] turns true. The flag is
+    /// read once per step (an atomic load).
+    pub fn set_stop_flag(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.engine
+            .world
+            .resource_mut::<crate::resources::StopRequest>()
+            .flag = flag;
+    }
+
+    /// Whether the last step saw the stop flag (it was then read back and
+    /// checkpointed): the runner should stop.
+    pub fn stop_requested(&self) -> bool {
+        self.engine
+            .world
+            .get_resource::<crate::resources::StopRequest>()
+            .is_some_and(|s| s.latched)
     }
 
     /// Steps run so far.

@@ -94,8 +94,9 @@ pub fn checkpoint_due(
     step: Res<Step>,
     settings: Res<TrainSettings>,
     schedule: Res<CheckpointSchedule>,
+    stop: Option<Res<crate::resources::StopRequest>>,
 ) -> bool {
-    schedule.due(step.0, settings.0.iterations() as u64)
+    stop.is_some_and(|s| s.latched) || schedule.due(step.0, settings.0.iterations() as u64)
 }
 
 /// Run condition: no system failed this step (a failed step is never checkpointed).

@@ -5,7 +5,8 @@ use bevy_ecs::prelude::*;
 use lsplat_device::Backend;
 
 use crate::resources::{
-    CacheStats, CheckpointSchedule, Collective, Dev, Fault, LogSink, Metrics, Step, TrainSettings,
+    CacheStats, CheckpointSchedule, Collective, Dev, Fault, LogSink, Metrics, Step, StopRequest,
+    TrainSettings,
 };
 use crate::{EngineError, StepRecord};
 
@@ -16,12 +17,53 @@ pub fn log_due<B: Backend>(
     metrics: Res<Metrics<B>>,
     settings: Res<TrainSettings>,
     checkpoints: Option<Res<CheckpointSchedule>>,
+    stop: Option<Res<StopRequest>>,
 ) -> bool {
-    let s = step.0 + 1;
+    stop.is_some_and(|s| s.latched)
+        || window_due(step.0, metrics.every, &settings, checkpoints.as_deref())
+}
+
+/// Whether step `step` closes a logging window, is the last or precedes a checkpoint.
+fn window_due(
+    step: u64,
+    every: u64,
+    settings: &TrainSettings,
+    checkpoints: Option<&CheckpointSchedule>,
+) -> bool {
+    let s = step + 1;
     let iterations = settings.0.iterations() as u64;
-    s.is_multiple_of(metrics.every)
-        || s == iterations
-        || checkpoints.is_some_and(|c| c.due(step.0, iterations))
+    s.is_multiple_of(every) || s == iterations || checkpoints.is_some_and(|c| c.due(step, iterations))
+}
+
+/// Latches a stop request at the start of the Log phase: one atomic load per step,
+/// no system call. With several ranks the flag is agreed (an `or` over the ranks)
+/// only at the steps that read metrics back anyway, so every rank stops after the
+/// same step and the collectives stay in line.
+pub fn latch_stop<B: Backend>(
+    step: Res<Step>,
+    metrics: Option<Res<Metrics<B>>>,
+    settings: Res<TrainSettings>,
+    checkpoints: Option<Res<CheckpointSchedule>>,
+    collective: Res<Collective>,
+    mut stop: ResMut<StopRequest>,
+    mut fault: ResMut<Fault>,
+) {
+    let raised = stop.flag.load(std::sync::atomic::Ordering::Relaxed);
+    if collective.world_size <= 1 {
+        stop.latched = raised;
+        return;
+    }
+    let every = metrics.map_or(1, |m| m.every);
+    if !window_due(step.0, every, &settings, checkpoints.as_deref()) {
+        return;
+    }
+    let mut any = [raised as u64];
+    if fault
+        .check(collective.comm.or_u64("stop request", &mut any))
+        .is_some()
+    {
+        stop.latched = any[0] != 0;
+    }
 }
 
 /// Run condition: this process is rank 0 (the one that writes files).
