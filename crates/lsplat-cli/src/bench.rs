@@ -13,7 +13,7 @@ use lsplat_engine::components::{Cache, GroundTruth};
 use lsplat_engine::resources::{Collective, Dev, GradientReduce};
 use lsplat_engine::timing::{PhaseTimes, PhaseTimingPlugin};
 use lsplat_engine::{Session, TrainSystems};
-use lsplat_render::{BackendVisitor, Device};
+use lsplat_render::BackendVisitor;
 
 use crate::{BenchArgs, scene};
 
@@ -56,7 +56,7 @@ fn run_rank(args: BenchArgs, comm: Arc<dyn Comm>) -> Result<()> {
     if comm.world() > 1 {
         crate::ranks::agree_on_inputs(&*comm, &data)?;
     }
-    let dev = Device::open(&cfg.device, &cfg.simt)?;
+    let dev = scene::open_device(&mut cfg)?;
     dev.visit(BenchJob {
         cfg,
         data,

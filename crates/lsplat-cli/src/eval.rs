@@ -207,7 +207,7 @@ pub fn open_device(run: &RunInputs, backend: Option<&str>) -> Result<Device> {
     if let Some(b) = backend {
         cfg.device.backend = crate::views::backend_kind(b)?;
     }
-    Ok(Device::open(&cfg.device, &cfg.simt)?)
+    crate::scene::open_device(&mut cfg)
 }
 
 fn lerf_eval(mut a: LerfArgs) -> Result<()> {
@@ -267,6 +267,26 @@ fn lerf_eval(mut a: LerfArgs) -> Result<()> {
                 frames[j].path.display()
             );
         }
+    }
+    // Memory of one frame, from the label file's header, before anything is drawn: a
+    // 0/1 mask per query, and per level the relevancy maps (4 B per query), the
+    // picture and the smoothed maps.
+    let levels = runs.len() as u64;
+    for f in &frames {
+        let mut q: Vec<&str> = f.objects.iter().map(|o| o.category.as_str()).collect();
+        q.sort_unstable();
+        q.dedup();
+        let q = q.len() as u64;
+        lsplat_core::memory::check_fits(
+            &format!(
+                "{}: {}x{} image, {q} queries, {levels} levels",
+                f.path.display(),
+                f.width,
+                f.height
+            ),
+            f.width as u64 * f.height as u64,
+            q + levels * (4 * q + 3 + 12) + 8,
+        )?;
     }
     let dev = open_device(&runs[0], a.backend.as_deref())?;
     dev.visit(LerfJob {

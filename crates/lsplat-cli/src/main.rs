@@ -15,10 +15,12 @@ mod preprocess;
 mod progress;
 mod query;
 mod ranks;
+mod reference;
 mod render;
 mod run;
 mod scene;
 mod semantic;
+mod signals;
 mod synth;
 mod text;
 mod train;
@@ -56,6 +58,9 @@ enum Command {
     Bench(BenchArgs),
     /// List the backends compiled in, the devices found and the ONNX Runtime.
     Info,
+    /// Every configuration key with its type, default, range and doc (`--toml`: a
+    /// complete commented scene file).
+    Config(reference::ConfigArgs),
     /// Convert datasets users already have into the engine's Parquet datasets.
     #[command(subcommand)]
     Import(ImportCommand),
@@ -235,10 +240,11 @@ fn main() -> std::process::ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
-        Command::Train(a) => train::run(a),
+        Command::Train(a) => signals::Signals::install().and_then(|s| train::run(a, s)),
         Command::Solve(a) => solve(a),
         Command::Bench(a) => bench::run(a),
         Command::Info => info::run(),
+        Command::Config(a) => reference::run(a),
         Command::Import(ImportCommand::Langsplat { source, out }) => {
             import_langsplat(&source, &out)
         }
@@ -252,6 +258,11 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if e.is::<signals::Interrupted>() => {
+            let i = e.downcast_ref::<signals::Interrupted>().expect("checked");
+            eprintln!("{i}");
+            std::process::ExitCode::from(i.exit_code())
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE

@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use lsplat_data::embeddings::TextEmbeddings;
 use lsplat_data::io::{write_bytes_atomic, write_npy_f32};
+use lsplat_data::run::RunDir;
 use lsplat_data::run_dir::RunInputs;
 use lsplat_device::Backend;
 use lsplat_query::CANONICAL;
@@ -48,6 +49,9 @@ pub struct QueryArgs {
     /// [0, 1] (default: the run's `query.min_alpha`, 0.5 unless set).
     #[arg(long)]
     pub min_alpha: Option<f32>,
+    /// Overwrite a finished (or interrupted, unfinished) query output in --out.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Files every camera's folder holds besides the queries' (a query may not take
@@ -154,7 +158,10 @@ impl BackendVisitor for QueryJob {
         } = self;
         let cams = pick_cameras(&run.cameras, &args.cameras)?;
         let min_alpha = args.min_alpha.unwrap_or(run.config.query.min_alpha);
+        crate::views::check_image_memory(&cams, queries.len() + 1)?;
         let (pos, neg) = text_rows(&text, &queries)?;
+        // The folder follows the run rule; summary.json, written last, marks it finished.
+        let out_dir = RunDir::create_as(&args.out, args.force, &lsplat_data::run::layout::QUERY)?;
         let (pos, neg) = (lift.text(&pos), lift.text(&neg));
         let c = run.channels;
         let colouring = crate::semantic::colouring(&run);
@@ -171,7 +178,7 @@ impl BackendVisitor for QueryJob {
         for cam in &cams {
             let r = image_relevancy(&views, cam, &lift, (&pos, &neg), Some(&colouring))?;
             let dir = args.out.join(&cam.name);
-            std::fs::create_dir_all(&dir)?;
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let (w, h) = (cam.width, cam.height);
             for (q, map) in queries.iter().zip(&r.maps) {
                 let stem = file_stem(q);
@@ -190,6 +197,14 @@ impl BackendVisitor for QueryJob {
         }
         bar.finish();
         let s = t0.elapsed().as_secs_f64();
+        let summary = serde_json::json!({
+            "command": "query",
+            "run": run.dir.display().to_string(),
+            "queries": queries,
+            "cameras": cams.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
+            "seconds": s,
+        });
+        out_dir.finish(serde_json::to_string_pretty(&summary)?.as_bytes())?;
         println!(
             "{} queries on {} cameras ({:.2} Mpixel, {}) in {s:.2} s ({:.3} Mpixel/s) on {}",
             queries.len(),

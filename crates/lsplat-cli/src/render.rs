@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use lsplat_data::io::{write_atomic, write_bytes_atomic};
+use lsplat_data::run::RunDir;
 use lsplat_data::run_dir::RunInputs;
 use lsplat_device::Backend;
 use lsplat_query::picture::{Colouring, png_rgb};
@@ -68,6 +69,9 @@ pub struct RenderArgs {
     /// Write only the PNGs (no `[H, W, C]` arrays).
     #[arg(long)]
     pub png_only: bool,
+    /// Overwrite a finished (or interrupted, unfinished) render output in --out.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Runs `render`.
@@ -187,6 +191,13 @@ impl BackendVisitor for RenderJob {
     fn visit<B: Backend>(self, dev: B) -> Result<()> {
         let RenderJob { run, args, files } = self;
         let cams = pick_cameras(&run.cameras, &args.cameras)?;
+        crate::views::check_image_memory(&cams, 0)?;
+        // The folder follows the run rule; summary.json, written last, marks it finished.
+        let layout = match &files {
+            Files::Ours(_) => &lsplat_data::run::layout::RENDER,
+            Files::Langsplat { .. } => &lsplat_data::run::layout::RENDER_LANGSPLAT,
+        };
+        let out_dir = RunDir::create_as(files.shown(), args.force, layout)?;
         for d in files.dirs() {
             std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
         }
@@ -243,6 +254,15 @@ impl BackendVisitor for RenderJob {
         }
         bar.finish();
         let s = t0.elapsed().as_secs_f64();
+        let summary = serde_json::json!({
+            "command": "render",
+            "run": run.dir.display().to_string(),
+            "cameras": cams.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
+            "channels": c,
+            "png_only": args.png_only,
+            "seconds": s,
+        });
+        out_dir.finish(serde_json::to_string_pretty(&summary)?.as_bytes())?;
         println!(
             "rendered {} cameras ({:.2} Mpixel, C = {c}) in {s:.2} s ({:.2} Mpixel/s) on {}",
             cams.len(),

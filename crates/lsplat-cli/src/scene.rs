@@ -63,6 +63,18 @@ pub fn resolve(args: &SceneArgs) -> Result<Resolved> {
     Ok(Resolved { cfg, found })
 }
 
+/// Opens `cfg.device`; `auto` is replaced by the backend it chose (so a run records,
+/// and a resumed run reopens, the backend that computed it), and the choice is
+/// printed with its reason.
+pub fn open_device(cfg: &mut Config) -> Result<lsplat_render::Device> {
+    let (dev, kind, why) = lsplat_render::Device::open_reporting(&cfg.device, &cfg.simt)?;
+    if let Some(why) = why {
+        tracing::info!("device.backend = auto: {} ({why})", kind.name());
+        cfg.device.backend = kind;
+    }
+    Ok(dev)
+}
+
 /// A loaded scene (see [`lsplat_data::scene::load_configured`]).
 pub type Loaded = lsplat_data::scene::Configured;
 

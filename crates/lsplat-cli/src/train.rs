@@ -8,17 +8,19 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use lsplat_core::Config;
 use lsplat_core::config::{BackendKind, DistConfig, SolverKind};
+use lsplat_data::run::identity::RunIdentity;
 use lsplat_data::run::{self, Checkpoint, MetricsLog, RunDir};
 use lsplat_device::Backend;
 use lsplat_dist::Comm;
 use lsplat_engine::resources::{Collective, FitReport};
 use lsplat_engine::systems::checkpoint::{CheckpointTarget, resident_bytes};
 use lsplat_engine::{CheckpointPlugin, EngineError, MetricsFilePlugin, Quality, Session};
-use lsplat_render::{BackendVisitor, Device};
-use tracing::info;
+use lsplat_render::BackendVisitor;
+use tracing::{info, warn};
 
 use crate::progress::Cadence;
 use crate::scene::Loaded;
+use crate::signals::{Interrupted, Signals};
 use crate::{TrainArgs, progress, run as outputs, scene};
 
 /// Where the run starts.
@@ -40,14 +42,15 @@ enum Start {
 
 /// Runs `train`: on one process, or as one rank of a data-parallel job when an MPI
 /// launcher started it. A rank that fails prints its error and ends every rank.
-pub fn run(args: TrainArgs) -> Result<()> {
+pub fn run(args: TrainArgs, signals: Signals) -> Result<()> {
     let comm = lsplat_dist::open(Duration::from_secs_f64(DistConfig::default().timeout_s))?;
     if comm.world() == 1 {
-        return run_rank(args, comm);
+        return run_rank(args, comm, signals);
     }
     let (rank, world) = (comm.rank(), comm.world());
-    match run_rank(args, comm.clone()) {
+    match run_rank(args, comm.clone(), signals) {
         Ok(()) => Ok(()),
+        Err(e) if e.is::<Interrupted>() => Err(e),
         Err(e) => {
             eprintln!("error: rank {rank} of {world}: {e:#}");
             comm.abort(1)
@@ -55,7 +58,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
     }
 }
 
-fn run_rank(args: TrainArgs, comm: Arc<dyn Comm>) -> Result<()> {
+fn run_rank(args: TrainArgs, comm: Arc<dyn Comm>, signals: Signals) -> Result<()> {
     let (cfg, start) = match &args.resume {
         Some(dir) => resume_config(dir, &args.scene.set, &*comm)?,
         None => {
@@ -75,7 +78,7 @@ fn run_rank(args: TrainArgs, comm: Arc<dyn Comm>) -> Result<()> {
             )
         }
     };
-    start_job(cfg, start, comm)
+    start_job(cfg, start, comm, signals)
 }
 
 /// Runs `solve` (or `train` with `train.solver` set to a solver): a new run
@@ -101,10 +104,14 @@ pub fn run_fresh(
             scene_file,
         },
         Arc::new(lsplat_dist::Local),
+        Signals::none(),
     )
 }
 
-fn start_job(mut cfg: Config, start: Start, comm: Arc<dyn Comm>) -> Result<()> {
+/// Checks everything that can be checked, loads the scene, opens the device and
+/// trains (or solves). Every settings error is found before the run directory is
+/// created, so a refused run leaves nothing behind.
+fn start_job(mut cfg: Config, start: Start, comm: Arc<dyn Comm>, signals: Signals) -> Result<()> {
     comm.set_timeout(Duration::from_secs_f64(cfg.dist.timeout_s));
     if comm.world() > 1 {
         if cfg.train.solver != SolverKind::Adam {
@@ -126,8 +133,19 @@ fn start_job(mut cfg: Config, start: Start, comm: Arc<dyn Comm>) -> Result<()> {
     }
     crate::plugins::check(&cfg)?;
     crate::plugins::resolve_iterations(&mut cfg);
+    if let Start::Fresh {
+        out: Some(out),
+        force,
+        ..
+    } = &start
+        && comm.rank() == 0
+    {
+        // Before the scene is read: a folder that cannot be used is said at once.
+        run::check_available(out, *force, &run::layout::RUN)?;
+    }
     let loaded = scene::load(&cfg)?;
     crate::plugins::check_dataset(&cfg, &loaded.data)?;
+    lsplat_engine::check_scene_settings(&cfg, loaded.data.cameras.len(), comm.world())?;
     info!(
         gaussians = loaded.data.gaussians.len(),
         cameras = loaded.data.cameras.len(),
@@ -148,31 +166,33 @@ fn start_job(mut cfg: Config, start: Start, comm: Arc<dyn Comm>) -> Result<()> {
             cfg.device.ordinal += lsplat_dist::local_rank() as u32;
         }
     }
-    let dev = Device::open(&cfg.device, &cfg.simt)?;
+    let dev = scene::open_device(&mut cfg)?;
     dev.visit(TrainJob {
         cfg,
         loaded,
         start,
         comm,
+        signals,
     })
 }
 
-/// Locks the run directory, reads its newest checkpoint and the configuration stored
-/// in it, and applies the `--set` overrides a resumed run allows.
+/// Locks the run directory, picks the newest checkpoint that reads back intact and
+/// belongs to the run (saying which newer ones it skipped and why), and applies the
+/// `--set` overrides a resumed run allows. Nothing runs before this succeeds.
 ///
 /// In a data-parallel job rank 0 alone opens the run directory and sends the
 /// checkpoint's bytes to the others.
 fn resume_config(dir: &Path, sets: &[String], comm: &dyn Comm) -> Result<(Config, Start)> {
     let (run, path, bytes) = if comm.rank() == 0 {
         let run = RunDir::resume(dir)?;
-        let Some((_, path)) = run::newest_checkpoint(dir)? else {
-            bail!(
-                "{}: no checkpoint to resume from (checkpoints/ is empty)",
-                dir.display()
-            );
-        };
-        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        (Some(run), path, bytes)
+        let chosen = run::resume::newest_valid(dir)?;
+        for (p, why) in &chosen.skipped {
+            warn!("skipping checkpoint {}: {why}", p.display());
+        }
+        for w in &chosen.warnings {
+            warn!("{w}");
+        }
+        (Some(run), chosen.path, chosen.bytes)
     } else {
         (None, dir.join("checkpoints"), Vec::new())
     };
@@ -214,11 +234,64 @@ fn resume_config(dir: &Path, sets: &[String], comm: &dyn Comm) -> Result<(Config
     ))
 }
 
+/// What `train` prints and returns when a signal stopped it: the checkpoint kept
+/// and the command that continues the run.
+pub fn interrupted(
+    signals: &Signals,
+    run: Option<&RunDir>,
+    steps: u64,
+    ckpt: Option<&Path>,
+) -> anyhow::Error {
+    let signal = signals.received().unwrap_or(signal_hook::consts::SIGINT);
+    let message = match (run, ckpt) {
+        (Some(run), Some(c)) => format!(
+            "stopped after step {steps}, checkpoint {}; continue with `lsplat-engine train --resume {}`",
+            c.display(),
+            run.path().display()
+        ),
+        (Some(run), None) => format!(
+            "stopped after step {steps} without a checkpoint (this model writes none); {} holds no resumable state",
+            run.path().display()
+        ),
+        (None, _) => "stopped before the run started; nothing was written".into(),
+    };
+    Interrupted { signal, message }.into()
+}
+
+/// Marks a stopped run: `summary.json` with `"status": "interrupted"` (not finished:
+/// `train --resume` continues it, and it does not block a new run's folder check).
+pub fn write_interrupted(run: &RunDir, steps: u64, signals: &Signals) -> Result<Option<PathBuf>> {
+    let newest = run::newest_checkpoint(run.path())?
+        .filter(|(s, _)| *s == steps)
+        .map(|(_, p)| p);
+    let summary = serde_json::json!({
+        "status": run::STATUS_INTERRUPTED,
+        "steps": steps,
+        "signal": signals.received(),
+        "checkpoint": newest.as_ref().map(|p| p.display().to_string()),
+        "resume": format!("lsplat-engine train --resume {}", run.path().display()),
+    });
+    run.finish(serde_json::to_string_pretty(&summary)?.as_bytes())?;
+    Ok(newest)
+}
+
+/// The built-in model's session, or what a plugin model's run is built from.
+enum Built<B: Backend> {
+    V1(Box<Session<B>>),
+    Model(
+        B,
+        lsplat_data::SceneData,
+        Collective,
+        Arc<dyn lsplat_engine::Model<B>>,
+    ),
+}
+
 struct TrainJob {
     cfg: Config,
     loaded: Loaded,
     start: Start,
     comm: Arc<dyn Comm>,
+    signals: Signals,
 }
 
 impl BackendVisitor for TrainJob {
@@ -230,6 +303,7 @@ impl BackendVisitor for TrainJob {
             loaded,
             start,
             comm,
+            signals,
         } = self;
         let Loaded {
             data,
@@ -242,6 +316,28 @@ impl BackendVisitor for TrainJob {
         } else {
             dev.describe()
         };
+        let identity = RunIdentity::of(&cfg)?;
+        let collective = Collective::new(comm.clone());
+        let model = crate::plugins::model::<B>(&cfg);
+        // Everything the model and the session check is checked before the run
+        // directory exists.
+        let mut built = match model {
+            Some(m) => {
+                m.check(&data)
+                    .map_err(|e| anyhow::anyhow!("train.model = {}: {e}", m.name()))?;
+                Built::Model(dev, data, collective, m)
+            }
+            None => {
+                let mut s = Session::with_collective(dev, &cfg, data, more_levels, collective)?;
+                if let Some(loss) = crate::plugins::loss::<B>(&cfg) {
+                    s.use_loss(loss)?;
+                }
+                Built::V1(Box::new(s))
+            }
+        };
+        if signals.received().is_some() {
+            return Err(interrupted(&signals, None, 0, None));
+        }
         let (run, ckpt, scene_file) = match start {
             Start::Fresh { .. } if !rank0 => (None, None, None),
             Start::Fresh {
@@ -260,29 +356,51 @@ impl BackendVisitor for TrainJob {
             Start::Resume { run, ckpt } => (run, Some(ckpt), None),
         };
         if let Some(run) = &run {
-            run.write_config(&cfg.to_toml())?;
+            run.write_config(&format!("{}{}", cfg.to_toml(), identity.to_toml()))?;
             if let Some(text) = scene_file {
                 lsplat_data::io::write_bytes_atomic(&run.join(run::SCENE_FILE), text.as_bytes())?;
             }
         }
-        let collective = Collective::new(comm.clone());
-        if let Some(model) = crate::plugins::model::<B>(&cfg) {
-            let run = run.context("a plugin model trains on one rank")?;
-            let job = crate::train_model::Job {
-                cfg: &cfg,
-                run: &run,
-                ckpt: ckpt.as_deref(),
-                backend: &backend,
-            };
-            return crate::train_model::train(dev, job, data, collective, model);
-        }
-        let mut session = Session::with_collective(dev, &cfg, data, more_levels, collective)?;
-        if let Some(loss) = crate::plugins::loss::<B>(&cfg) {
-            session.use_loss(loss)?;
-        }
+        let identity = Some(identity.to_json());
+        let session = match built {
+            Built::V1(ref mut s) => s,
+            Built::Model(dev, data, collective, model) => {
+                let run = run.context("a plugin model trains on one rank")?;
+                let job = crate::train_model::Job {
+                    cfg: &cfg,
+                    run: &run,
+                    ckpt: ckpt.as_deref(),
+                    backend: &backend,
+                    identity,
+                    signals: &signals,
+                };
+                return crate::train_model::train(dev, job, data, collective, model);
+            }
+        };
         let solver = cfg.train.solver;
         let fitted = if solver == SolverKind::Adam {
-            train_steps(&mut session, &cfg, run.as_ref(), ckpt.as_deref(), &backend)?
+            let job = Steps {
+                cfg: &cfg,
+                run: run.as_ref(),
+                ckpt: ckpt.as_deref(),
+                backend: &backend,
+                identity,
+                signals: &signals,
+            };
+            let fitted = train_steps(session, job)?;
+            if fitted.stopped {
+                let Some(run) = &run else {
+                    return Err(interrupted(&signals, None, fitted.steps, None));
+                };
+                let kept = write_interrupted(run, fitted.steps, &signals)?;
+                return Err(interrupted(
+                    &signals,
+                    Some(run),
+                    fitted.steps,
+                    kept.as_deref(),
+                ));
+            }
+            fitted
         } else {
             info!(
                 backend = %backend,
@@ -314,6 +432,7 @@ impl BackendVisitor for TrainJob {
                 start: 0,
                 steps: 0,
                 fit: Some(report),
+                stopped: false,
             }
         };
         // Rank 0 alone evaluates and writes; the other ranks are done.
@@ -411,6 +530,8 @@ pub(crate) struct Fitted {
     pub steps: u64,
     /// The solver's report (solvers only).
     pub fit: Option<FitReport>,
+    /// A signal stopped the loop after `steps` steps (checkpointed).
+    pub stopped: bool,
 }
 
 /// The run's metrics file: new, or cut back to a resumed checkpoint's step, with the
@@ -434,6 +555,7 @@ pub fn checkpoints<B: Backend>(
     cfg: &Config,
     run_dir: Option<&Path>,
     backend: &str,
+    identity: Option<String>,
 ) -> CheckpointPlugin<B> {
     CheckpointPlugin::new(
         cfg.log.checkpoint_every as u64,
@@ -442,8 +564,22 @@ pub fn checkpoints<B: Backend>(
             keep: cfg.log.checkpoint_keep as usize,
             config: cfg.to_toml(),
             backend: backend.to_string(),
+            identity,
         },
     )
+}
+
+/// What the Adam loop is given besides the session.
+struct Steps<'a> {
+    cfg: &'a Config,
+    /// Rank 0's run directory (`None` on the other ranks).
+    run: Option<&'a RunDir>,
+    ckpt: Option<&'a Checkpoint>,
+    backend: &'a str,
+    /// The run's identity (JSON), recorded in its checkpoints.
+    identity: Option<String>,
+    /// Raised by a first Ctrl-C / SIGTERM: the loop stops after a checkpointed step.
+    signals: &'a Signals,
 }
 
 /// The Adam loop: metrics file and checkpoint plugins, the resumed state, a progress
@@ -452,23 +588,29 @@ pub fn checkpoints<B: Backend>(
 /// `run` is `None` on the ranks other than 0 of a data-parallel job: they train in
 /// lockstep (the same read-back and checkpoint steps, so the collectives line up) but
 /// write nothing.
-fn train_steps<B: Backend>(
-    session: &mut Session<B>,
-    cfg: &Config,
-    run: Option<&RunDir>,
-    ckpt: Option<&Checkpoint>,
-    backend: &str,
-) -> Result<Fitted> {
+fn train_steps<B: Backend>(session: &mut Session<B>, job: Steps<'_>) -> Result<Fitted> {
+    let Steps {
+        cfg,
+        run,
+        ckpt,
+        backend,
+        identity,
+        signals,
+    } = job;
     let mut losses = Vec::new();
     if let Some(run) = run {
         let (log, before) = metrics_log(run, ckpt)?;
         losses = before;
         session.engine.add_plugin(MetricsFilePlugin::<B>::new(log));
     }
-    session
-        .engine
-        .add_plugin(checkpoints::<B>(cfg, run.map(|r| r.path()), backend));
+    session.engine.add_plugin(checkpoints::<B>(
+        cfg,
+        run.map(|r| r.path()),
+        backend,
+        identity,
+    ));
     session.engine.initialize()?;
+    session.set_stop_flag(signals.flag.clone());
     if let Some(c) = ckpt {
         session.restore(c)?;
         if let Some(run) = run {
@@ -490,6 +632,7 @@ fn train_steps<B: Backend>(
     let mut bar = progress::Progress::new("train", iters, "steps", show, Cadence::of(&cfg.log));
     bar.set_position(start);
     let t0 = Instant::now();
+    let mut stopped = false;
     for _ in start..iters {
         if let Err(e) = session.step() {
             bar.abandon();
@@ -510,6 +653,10 @@ fn train_steps<B: Backend>(
             losses.extend(fresh.iter().map(|r| (r.step, r.loss)));
         }
         session.drain_cache_reports();
+        if session.stop_requested() {
+            stopped = true;
+            break;
+        }
     }
     let seconds = t0.elapsed().as_secs_f64();
     bar.finish();
@@ -517,8 +664,9 @@ fn train_steps<B: Backend>(
         losses,
         seconds,
         start,
-        steps: iters,
+        steps: session.steps_done(),
         fit: None,
+        stopped,
     })
 }
 

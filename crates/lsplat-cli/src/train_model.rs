@@ -27,6 +27,10 @@ pub struct Job<'a> {
     pub ckpt: Option<&'a Checkpoint>,
     /// The backend, in words.
     pub backend: &'a str,
+    /// The run's identity (JSON), recorded in its checkpoints.
+    pub identity: Option<String>,
+    /// Raised by a first Ctrl-C / SIGTERM: the loop stops after a checkpointed step.
+    pub signals: &'a crate::signals::Signals,
 }
 
 /// Trains `model` on `data` and writes its outputs into the job's run directory,
@@ -43,6 +47,8 @@ pub fn train<B: Backend>(
         run,
         ckpt,
         backend,
+        identity,
+        signals,
     } = job;
     let name = model.name();
     if !model.checkpoints() {
@@ -69,9 +75,11 @@ pub fn train<B: Backend>(
             cfg,
             Some(run.path()),
             backend,
+            identity,
         ));
     }
     session.engine.initialize()?;
+    session.set_stop_flag(signals.flag.clone());
     if let Some(c) = ckpt {
         session.restore(c)?;
         run.unfinish()?;
@@ -108,6 +116,17 @@ pub fn train<B: Backend>(
         }
         losses.extend(fresh.iter().map(|r| (r.step, r.loss)));
         session.drain_cache_reports();
+        if session.stop_requested() {
+            bar.abandon();
+            let steps = session.steps_done();
+            let kept = crate::train::write_interrupted(run, steps, signals)?;
+            return Err(crate::train::interrupted(
+                signals,
+                Some(run),
+                steps,
+                kept.as_deref(),
+            ));
+        }
     }
     let seconds = t0.elapsed().as_secs_f64();
     let ran = iters - start;

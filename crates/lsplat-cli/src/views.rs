@@ -6,6 +6,45 @@ use lsplat_core::Camera;
 use lsplat_core::config::BackendKind;
 pub use lsplat_render::views::{Band, Views};
 
+/// Bytes of host memory one whole image of `cam` holds while it is rendered and
+/// written, besides the bounded bands: the picture (3 B per pixel), `maps` float maps
+/// of the image (query relevancy), and the tile lists (offsets and counts, 16 B per
+/// tile).
+pub fn image_bytes(cam: &Camera, tile: u32, maps: u64) -> Option<u64> {
+    let pixels = cam.width as u64 * cam.height as u64;
+    let tiles =
+        (cam.width as u64).div_ceil(tile as u64) * (cam.height as u64).div_ceil(tile as u64);
+    pixels
+        .checked_mul(3 + 4 * maps)?
+        .checked_add(tiles.checked_mul(16)?)
+}
+
+/// Refuses, before anything is rendered or written, a camera whose image cannot fit
+/// in memory: the error gives the estimate and the memory available (the images'
+/// sizes come from the run's dataset header).
+pub fn check_image_memory(cams: &[&Camera], maps: usize) -> Result<()> {
+    for cam in cams {
+        let what = format!(
+            "rendering camera `{}` ({}×{} pixels)",
+            cam.name, cam.width, cam.height
+        );
+        match image_bytes(
+            cam,
+            lsplat_core::constants::SUPPORTED_TILE_SIZES[0],
+            maps as u64,
+        ) {
+            Some(b) => {
+                lsplat_core::memory::check_fits(&what, b, 1)?;
+            }
+            None => {
+                lsplat_core::memory::check_fits(&what, u64::MAX, 2)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+
 /// Parses a `--backend` value.
 pub fn backend_kind(name: &str) -> Result<BackendKind> {
     Ok(match name {
@@ -13,7 +52,8 @@ pub fn backend_kind(name: &str) -> Result<BackendKind> {
         "simt" => BackendKind::Simt,
         "cuda" => BackendKind::Cuda,
         "hip" => BackendKind::Hip,
-        other => bail!("--backend {other}: expected cpu, simt, cuda or hip"),
+        "auto" => BackendKind::Auto,
+        other => bail!("--backend {other}: expected auto, cpu, simt, cuda or hip"),
     })
 }
 
@@ -74,6 +114,6 @@ pub fn open_run(
     if let Some(b) = backend {
         run.config.device.backend = backend_kind(b)?;
     }
-    let dev = lsplat_render::Device::open(&run.config.device, &run.config.simt)?;
+    let dev = crate::scene::open_device(&mut run.config)?;
     Ok((run, dev))
 }

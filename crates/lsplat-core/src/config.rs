@@ -833,7 +833,7 @@ impl Config {
             return bad(
                 "train.lr",
                 format!(
-                    "{} must be in (0, 1]: Adam moves every value by up to lr per step, and the targets lie in [-1, 1]",
+                    "{:?} must be in (0, 1]: Adam moves every value by up to lr per step, and the targets lie in [-1, 1]",
                     self.train.lr
                 ),
             );
@@ -842,7 +842,7 @@ impl Config {
             return bad(
                 "train.eps",
                 format!(
-                    "{} must be in (0, 1]: Adam divides by sqrt(v) + eps, and v is 0 for a value no pixel has touched yet (LangSplat's eps is 1e-15)",
+                    "{:?} must be in (0, 1]: Adam divides by sqrt(v) + eps, and v is 0 for a value no pixel has touched yet (LangSplat's eps is 1e-15)",
                     self.train.eps
                 ),
             );

@@ -3,13 +3,40 @@
 
 use crate::CoreError;
 
-/// Bytes of memory available to this process now: `MemAvailable` of
-/// `/proc/meminfo` (Linux), or `None` where unknown.
+/// Bytes of memory available to this process now: the least of `MemAvailable` of
+/// `/proc/meminfo`, the room left under this process's cgroup (v2) memory limit (a
+/// container, a Slurm job) and `LSPLAT_MEMORY_LIMIT` (bytes, e.g. `8e9`: a cap a
+/// user sets, and what tests use for a machine-independent limit); `None` where none
+/// is known.
 pub fn available_bytes() -> Option<u64> {
+    [meminfo_available(), cgroup_room(), env_limit()]
+        .into_iter()
+        .flatten()
+        .min()
+}
+
+fn meminfo_available() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib = line.split_whitespace().nth(1)?.parse::<u64>().ok()?;
     Some(kib * 1024)
+}
+
+/// `memory.max − memory.current` of this process's cgroup (v2), when limited.
+fn cgroup_room() -> Option<u64> {
+    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = cg.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let dir = std::path::Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    let max = read("memory.max")?.trim().parse::<u64>().ok()?;
+    let current = read("memory.current")?.trim().parse::<u64>().ok()?;
+    Some(max.saturating_sub(current))
+}
+
+fn env_limit() -> Option<u64> {
+    let v = std::env::var("LSPLAT_MEMORY_LIMIT").ok()?;
+    let b = v.trim().parse::<f64>().ok()?;
+    (b.is_finite() && b >= 0.0).then_some(b as u64)
 }
 
 /// `count` elements of `elem_bytes` each, or an error when the product overflows or

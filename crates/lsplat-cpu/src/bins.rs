@@ -1,6 +1,7 @@
 //! Tile binning: every (tile, splat) intersection, sorted by tile then depth.
 
 use lsplat_core::TileGrid;
+use lsplat_device::DeviceError;
 
 use crate::pool::{Workers, balanced_ranges};
 use crate::project::CpuProjection;
@@ -42,8 +43,8 @@ impl CpuBins {
     }
 }
 
-fn rect_area(r: &[u32; 4]) -> u32 {
-    (r[2] - r[0]) * (r[3] - r[1])
+fn rect_area(r: &[u32; 4]) -> u64 {
+    (r[2] - r[0]) as u64 * (r[3] - r[1]) as u64
 }
 
 /// An unsigned key whose order is `f32::total_cmp`'s.
@@ -55,8 +56,15 @@ fn depth_key(depth: f32) -> u32 {
     (ordered as u32) ^ 0x8000_0000
 }
 
-/// Bins and sorts (reusing `out`'s memory).
-pub fn bin_and_sort(workers: &Workers, proj: &CpuProjection, grid: TileGrid, out: &mut CpuBins) {
+/// Bins and sorts (reusing `out`'s memory). More Gaussian-tile pairs than u32
+/// indices reach, or than the memory available holds, are an error (a huge image),
+/// found before anything is allocated for them.
+pub fn bin_and_sort(
+    workers: &Workers,
+    proj: &CpuProjection,
+    grid: TileGrid,
+    out: &mut CpuBins,
+) -> Result<(), DeviceError> {
     let n = proj.splats.len();
     let n_tiles = grid.tile_count();
     let tiles_x = grid.tiles_x();
@@ -64,10 +72,26 @@ pub fn bin_and_sort(workers: &Workers, proj: &CpuProjection, grid: TileGrid, out
     out.by_gauss.clear();
     out.by_gauss.reserve(n + 1);
     out.by_gauss.push(0);
-    let mut total = 0u32;
+    let total: u64 = proj.splats.iter().map(|s| rect_area(&s.rect)).sum();
+    if total > u32::MAX as u64 {
+        return Err(DeviceError::shape(
+            "bin_and_sort",
+            format!(
+                "{total} Gaussian-tile pairs on a {}x{} image exceed 2^32 (lower the image size)",
+                grid.width, grid.height
+            ),
+        ));
+    }
+    // The pair lists (sorted and its permutation), 8 bytes per pair.
+    lsplat_core::memory::check_fits("the tile lists", total, 8).map_err(|_| {
+        DeviceError::OutOfMemory {
+            bytes: (total * 8) as usize,
+        }
+    })?;
+    let mut acc = 0u32;
     for s in &proj.splats {
-        total += rect_area(&s.rect);
-        out.by_gauss.push(total);
+        acc += rect_area(&s.rect) as u32;
+        out.by_gauss.push(acc);
     }
     let total = total as usize;
     // Per-tile counts, then offsets.
@@ -152,6 +176,7 @@ pub fn bin_and_sort(workers: &Workers, proj: &CpuProjection, grid: TileGrid, out
             out.perm[(out.by_gauss[g] + local) as usize] = pos;
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -223,8 +223,7 @@ impl Backend for CpuBackend {
         grid: TileGrid,
         out: &mut CpuBins,
     ) -> Result<()> {
-        bins::bin_and_sort(&self.workers, projection, grid, out);
-        Ok(())
+        bins::bin_and_sort(&self.workers, projection, grid, out)
     }
 
     fn rasterize(

@@ -64,14 +64,19 @@ pub fn generate(cfg: &DemoConfig, level: u8) -> Result<Demo, DataError> {
             cfg.width, cfg.height
         )));
     }
-    // Labels of every image (8 bytes per valid pixel) plus two maps while one renders.
+    // Labels of every image (8 bytes per valid pixel) plus two maps while one renders,
+    // and the Gaussians (14 floats each, twice while generated, and their features,
+    // gradients and Adam moments: about 160 bytes each).
+    let bytes = (pixels * (cfg.cameras as u64 + 1))
+        .saturating_mul(8)
+        .saturating_add((cfg.gaussians as u64).saturating_mul(160));
     lsplat_core::memory::check_fits(
         &format!(
-            "the demo's {} images of {}x{}",
-            cfg.cameras, cfg.width, cfg.height
+            "the demo's {} Gaussians and {} images of {}x{}",
+            cfg.gaussians, cfg.cameras, cfg.width, cfg.height
         ),
-        pixels * (cfg.cameras as u64 + 1),
-        8,
+        bytes,
+        1,
     )?;
     let mut rng = Rng::new(cfg.seed);
     let k = cfg.objects.max(1) as usize;

@@ -29,7 +29,9 @@ impl<B: Backend> Plugin for BackendPlugin<B> {
             TrainSystems::Rasterize,
             render::bin_cold::<B>.run_if(render::any_cold_in_batch::<B>),
         );
-        engine.world.init_resource::<crate::resources::StopRequest>();
+        engine
+            .world
+            .init_resource::<crate::resources::StopRequest>();
         engine.add_systems(
             TrainSystems::Log,
             log::latch_stop::<B>.before(log::advance_step),

@@ -105,7 +105,10 @@ pub fn check_scene_settings(
         return Err(EngineError::Config(format!(
             "train.batch_size = {batch} exceeds the {fitted} fitted cameras{}",
             if fitted < cameras {
-                format!(" ({} of {cameras} are held out by eval.holdout)", cameras - fitted)
+                format!(
+                    " ({} of {cameras} are held out by eval.holdout)",
+                    cameras - fitted
+                )
             } else {
                 String::new()
             }

@@ -15,6 +15,7 @@ use glam::Vec3;
 use lsplat_core::{Camera, Rng, TileGrid};
 use lsplat_cpu::CpuBackend;
 use lsplat_data::io::{write_bytes_atomic, write_npy_f32};
+use lsplat_data::run::RunDir;
 use lsplat_device::{Backend, CameraParams, PixelSet};
 
 pub mod kmeans;
@@ -53,9 +54,13 @@ pub struct SynthArgs {
     /// Seed of the clustering and the features.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Output folder: `language_features/`, `cameras.json` (orbit), `scene.toml`.
+    /// Output folder: `language_features/`, `cameras.json` (orbit), `scene.toml`, then
+    /// `summary.json` (written last: it marks the folder finished).
     #[arg(long)]
     pub out: PathBuf,
+    /// Overwrite a finished (or interrupted, unfinished) synth output in --out.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Runs `synth`.
@@ -84,18 +89,27 @@ pub fn run(args: SynthArgs) -> Result<()> {
             .saturating_mul(args.dim as u64),
         4,
     )?;
-    let cameras = match &args.cameras {
-        Some(p) => lsplat_data::cameras::load_cameras(p)?
-            .into_iter()
-            .map(|c| {
-                let (w, h) = lsplat_core::camera::langsplat_resolution(c.width, c.height, 1080);
-                c.rescaled(w, h)
-            })
-            .collect(),
+    let (cameras, orbit_json) = match &args.cameras {
+        Some(p) => (
+            lsplat_data::cameras::load_cameras(p)?
+                .into_iter()
+                .map(|c| {
+                    let (w, h) = lsplat_core::camera::langsplat_resolution(c.width, c.height, 1080);
+                    c.rescaled(w, h)
+                })
+                .collect(),
+            None,
+        ),
         None => orbit_cameras(g, &args)?,
     };
     for cam in &cameras {
         fits_in_memory(cam)?;
+    }
+    // Everything is checked: the output folder is taken (the run rule: a finished or
+    // unfinished one only with --force), and summary.json marks it finished last.
+    let out = RunDir::create_as(&args.out, args.force, &lsplat_data::run::layout::SYNTH)?;
+    if let Some(json) = orbit_json {
+        write_bytes_atomic(&args.out.join("cameras.json"), json.as_bytes())?;
     }
     let feat_dir = args.out.join("language_features");
     std::fs::create_dir_all(&feat_dir)
@@ -184,6 +198,15 @@ pub fn run(args: SynthArgs) -> Result<()> {
         cams = cams_path.display().to_string(),
     );
     write_bytes_atomic(&args.out.join("scene.toml"), scene.as_bytes())?;
+    let summary = serde_json::json!({
+        "command": "synth",
+        "cameras": cameras.len(),
+        "gaussians": g.len(),
+        "objects": args.objects,
+        "dim": args.dim,
+        "seed": args.seed,
+    });
+    out.finish(serde_json::to_string_pretty(&summary)?.as_bytes())?;
     println!(
         "synth: {} cameras, {} Gaussians, {} objects; valid pixels per level (default, s, m, l): {}",
         cameras.len(),
@@ -268,9 +291,12 @@ pub fn view_jitter(table: &[f32], dim: usize, seed: u64, view: u64) -> Vec<f32> 
     out
 }
 
-/// Orbit cameras framing the splat ([`orbit::cameras`]), written to
-/// `<out>/cameras.json`.
-fn orbit_cameras(g: &lsplat_core::Gaussians, args: &SynthArgs) -> Result<Vec<Camera>> {
+/// Orbit cameras framing the splat ([`orbit::cameras`]), and their `cameras.json`
+/// text (written once every check has passed).
+fn orbit_cameras(
+    g: &lsplat_core::Gaussians,
+    args: &SynthArgs,
+) -> Result<(Vec<Camera>, Option<String>)> {
     let o = orbit::Orbit {
         count: args.orbit,
         size: (args.width, args.height),
@@ -289,13 +315,7 @@ fn orbit_cameras(g: &lsplat_core::Gaussians, args: &SynthArgs) -> Result<Vec<Cam
             "position": cam.centre().to_array(), "rotation": rows, "fx": cam.fx, "fy": cam.fy,
         }));
     }
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    write_bytes_atomic(
-        &args.out.join("cameras.json"),
-        serde_json::to_string_pretty(&json)?.as_bytes(),
-    )?;
-    Ok(cams)
+    Ok((cams, Some(serde_json::to_string_pretty(&json)?)))
 }
 
 /// Renders the segment maps of the three levels (`-1` = no mask), row-major.

@@ -124,6 +124,19 @@ pub fn load_dataset_levels(
                 return Err(bad(format!("image size {width}x{height} is too large")));
             }
             runs.check(n_px).map_err(bad)?;
+            if wanted.contains(name.as_str()) {
+                // What training this image holds, from the header: its labels (8 B per
+                // valid pixel) and, at its first visit, a pixel lookup (4 B per pixel).
+                lsplat_core::memory::check_fits(
+                    &format!(
+                        "{}: image `{name}` ({width}x{height}, {} labelled pixels)",
+                        mp.display(),
+                        runs.pixels()
+                    ),
+                    4 * n_px + 8 * runs.pixels(),
+                    1,
+                )?;
+            }
             if !seen_set.insert((name.clone(), li)) {
                 return Err(bad("appears twice".into()));
             }

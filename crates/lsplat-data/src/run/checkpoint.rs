@@ -284,79 +284,82 @@ impl Checkpoint {
         let checksummed = meta.keys().any(|k| k.starts_with("xxh3."));
         let ranges = std::cell::RefCell::new(Vec::<(std::ops::Range<usize>, String)>::new());
         // A 2-D F32 tensor's values; `want` is its required shape, if any.
-        let tensor =
-            |name: &str, want: Option<[u64; 2]>| -> Result<(usize, usize, Vec<f32>), DataError> {
-                let t = header
-                    .get(name)
-                    .ok_or_else(|| bad(format!("tensor `{name}` missing")))?;
-                let shape: Option<Vec<u64>> = t["shape"]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(|v| v.as_u64()).collect());
-                let (rows, cols) = match (shape.as_deref(), want) {
-                    (Some(&[r, c]), None) => (r, c),
-                    (Some(&[r, c]), Some(w)) if [r, c] == w => (r, c),
-                    _ => {
-                        let want = want.map_or("2-D".to_string(), |[r, c]| format!("[{r}, {c}]"));
-                        return Err(bad(format!("tensor `{name}` is not F32 {want}")));
-                    }
-                };
-                let values = rows
-                    .checked_mul(cols)
-                    .filter(|&v| v.checked_mul(4).is_some_and(|b| b <= data.len() as u64))
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "tensor `{name}`: {rows}×{cols} values exceed the file"
-                        ))
-                    })?;
-                if t["dtype"] != "F32" {
-                    return Err(bad(format!("tensor `{name}` is not F32")));
+        let tensor = |name: &str,
+                      want: Option<[u64; 2]>|
+         -> Result<(usize, usize, Vec<f32>), DataError> {
+            let t = header
+                .get(name)
+                .ok_or_else(|| bad(format!("tensor `{name}` missing")))?;
+            let shape: Option<Vec<u64>> = t["shape"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_u64()).collect());
+            let (rows, cols) = match (shape.as_deref(), want) {
+                (Some(&[r, c]), None) => (r, c),
+                (Some(&[r, c]), Some(w)) if [r, c] == w => (r, c),
+                _ => {
+                    let want = want.map_or("2-D".to_string(), |[r, c]| format!("[{r}, {c}]"));
+                    return Err(bad(format!("tensor `{name}` is not F32 {want}")));
                 }
-                let off: Vec<u64> = t["data_offsets"]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(|v| v.as_u64()).collect())
-                    .unwrap_or_default();
-                let range = match off[..] {
-                    [a, b] if b >= a && b - a == 4 * values && b <= data.len() as u64 => {
-                        a as usize..b as usize
-                    }
-                    _ => return Err(bad(format!("tensor `{name}` has bad data offsets"))),
-                };
-                let bytes = &data[range.clone()];
-                match meta.get(&format!("xxh3.{name}")).map(|v| v.as_str()) {
-                    Some(Some(want)) if want == xxh3_hex(bytes) => {}
-                    Some(Some(want)) => {
-                        return Err(bad(format!(
-                            "tensor `{name}` is corrupt: its checksum is {}, the file records {want} (a changed byte)",
-                            xxh3_hex(bytes)
-                        )));
-                    }
-                    Some(None) => return Err(bad(format!("metadata `xxh3.{name}` is not a string"))),
-                    None if checksummed => {
-                        return Err(bad(format!("tensor `{name}` has no checksum (metadata `xxh3.{name}`)")));
-                    }
-                    None => {}
-                }
-                let values = bytes
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
-                    .collect::<Vec<f32>>();
-                if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-                    return Err(bad(format!(
-                        "tensor `{name}` is corrupt: value {i} is {} (a checkpoint only ever holds finite values)",
-                        values[i]
-                    )));
-                }
-                if is_second_moment(name)
-                    && let Some(i) = values.iter().position(|v| *v < 0.0)
-                {
-                    return Err(bad(format!(
-                        "tensor `{name}` is corrupt: value {i} is {}, but a second moment is never negative",
-                        values[i]
-                    )));
-                }
-                ranges.borrow_mut().push((range, name.to_string()));
-                Ok((rows as usize, cols as usize, values))
             };
+            let values = rows
+                .checked_mul(cols)
+                .filter(|&v| v.checked_mul(4).is_some_and(|b| b <= data.len() as u64))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "tensor `{name}`: {rows}×{cols} values exceed the file"
+                    ))
+                })?;
+            if t["dtype"] != "F32" {
+                return Err(bad(format!("tensor `{name}` is not F32")));
+            }
+            let off: Vec<u64> = t["data_offsets"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_u64()).collect())
+                .unwrap_or_default();
+            let range = match off[..] {
+                [a, b] if b >= a && b - a == 4 * values && b <= data.len() as u64 => {
+                    a as usize..b as usize
+                }
+                _ => return Err(bad(format!("tensor `{name}` has bad data offsets"))),
+            };
+            let bytes = &data[range.clone()];
+            match meta.get(&format!("xxh3.{name}")).map(|v| v.as_str()) {
+                Some(Some(want)) if want == xxh3_hex(bytes) => {}
+                Some(Some(want)) => {
+                    return Err(bad(format!(
+                        "tensor `{name}` is corrupt: its checksum is {}, the file records {want} (a changed byte)",
+                        xxh3_hex(bytes)
+                    )));
+                }
+                Some(None) => return Err(bad(format!("metadata `xxh3.{name}` is not a string"))),
+                None if checksummed => {
+                    return Err(bad(format!(
+                        "tensor `{name}` has no checksum (metadata `xxh3.{name}`)"
+                    )));
+                }
+                None => {}
+            }
+            let values = bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+                .collect::<Vec<f32>>();
+            if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+                return Err(bad(format!(
+                    "tensor `{name}` is corrupt: value {i} is {} (a checkpoint only ever holds finite values)",
+                    values[i]
+                )));
+            }
+            if is_second_moment(name)
+                && let Some(i) = values.iter().position(|v| *v < 0.0)
+            {
+                return Err(bad(format!(
+                    "tensor `{name}` is corrupt: value {i} is {}, but a second moment is never negative",
+                    values[i]
+                )));
+            }
+            ranges.borrow_mut().push((range, name.to_string()));
+            Ok((rows as usize, cols as usize, values))
+        };
         let mut tensors = Vec::with_capacity(3);
         for name in TENSORS {
             tensors.push(tensor(name, Some([gaussians, channels]))?.2);

@@ -141,7 +141,8 @@ impl RunIdentity {
 
     /// The `[run]` record of a run's `config.toml`, if it has one.
     pub fn read(config_toml: &Path) -> Result<Option<RunIdentity>, DataError> {
-        let text = std::fs::read_to_string(config_toml).map_err(|e| DataError::io(config_toml, e))?;
+        let text =
+            std::fs::read_to_string(config_toml).map_err(|e| DataError::io(config_toml, e))?;
         let mut table: toml::Table = toml::from_str(&text)
             .map_err(|e| DataError::format(config_toml, e.message().to_string()))?;
         table

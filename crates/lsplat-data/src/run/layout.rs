@@ -41,6 +41,16 @@ pub const RENDER: Layout = Layout {
     resumable: false,
 };
 
+/// `render --layout langsplat`: `renders_npy/<index>.npy` and `renders/<index>.png`
+/// inside `<scene>_<level>/train/ours_None`, then `summary.json`.
+pub const RENDER_LANGSPLAT: Layout = Layout {
+    kind: "render output",
+    file: |n| n == super::SUMMARY_FILE,
+    dir: |n| matches!(n, "renders_npy" | "renders"),
+    inner: |n| ext(n, &[".npy", ".png"]),
+    resumable: false,
+};
+
 /// `query`: `<camera>/<query>.npy|.png` and `<camera>/features.png`, then
 /// `summary.json`.
 pub const QUERY: Layout = Layout {

@@ -108,7 +108,10 @@ fn contents(dir: &Path, layout: &Layout) -> Result<Contents, DataError> {
         if name == LOCK_FILE {
             continue;
         }
-        let is_dir = e.file_type().map_err(|err| DataError::io(e.path(), err))?.is_dir();
+        let is_dir = e
+            .file_type()
+            .map_err(|err| DataError::io(e.path(), err))?
+            .is_dir();
         if layout.owns(&name, is_dir) {
             c.owned.push(e.path());
         } else {
@@ -129,7 +132,9 @@ fn clear(dir: &Path, owned: &[PathBuf], layout: &Layout) -> Result<(), DataError
             let e = e.map_err(|e| DataError::io(p, e))?;
             let name = e.file_name().to_string_lossy().into_owned();
             if e.path().is_dir() || !layout.owns_inner(&name) {
-                let folder = p.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
+                let folder = p
+                    .file_name()
+                    .map_or(String::new(), |n| n.to_string_lossy().into_owned());
                 return Err(run_err(
                     dir,
                     format!(
@@ -195,7 +200,10 @@ pub fn check_available(dir: &Path, force: bool, layout: &Layout) -> Result<(), D
     if dir.exists() && !dir.is_dir() {
         return Err(run_err(
             dir,
-            format!("is a file, not a folder; choose another output folder for the {}", layout.kind),
+            format!(
+                "is a file, not a folder; choose another output folder for the {}",
+                layout.kind
+            ),
         ));
     }
     if !dir.is_dir() {
@@ -249,7 +257,11 @@ fn refusal(dir: &Path, c: &Contents, force: bool, layout: &Layout) -> Result<(),
             dir,
             format!(
                 "holds an {} run (newest checkpoint after step {step}); continue it with `train --resume {}`, or pass --force to discard it",
-                if interrupted_at(dir).is_some() { "interrupted" } else { "unfinished" },
+                if interrupted_at(dir).is_some() {
+                    "interrupted"
+                } else {
+                    "unfinished"
+                },
                 dir.display()
             ),
         )),
@@ -378,6 +390,6 @@ impl RunDir {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod resume_tests;
+#[cfg(test)]
+mod tests;

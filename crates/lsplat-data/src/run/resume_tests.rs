@@ -69,7 +69,9 @@ fn a_flipped_bit_nan_negative_moment_or_overlap_is_named_as_corruption_of_the_fi
     flipped[data + 15 * 4 + 2] ^= 0x10;
     let e = parse_err(&flipped);
     assert!(
-        e.starts_with("c.safetensors") && e.contains("`adam_m` is corrupt") && e.contains("checksum"),
+        e.starts_with("c.safetensors")
+            && e.contains("`adam_m` is corrupt")
+            && e.contains("checksum"),
         "{e}"
     );
     // A NaN and a negative second moment, with matching checksums (written as such).
@@ -77,12 +79,18 @@ fn a_flipped_bit_nan_negative_moment_or_overlap_is_named_as_corruption_of_the_fi
     nan.params[2] = f32::NAN;
     nan.write(&p).unwrap();
     let e = parse_err(&std::fs::read(&p).unwrap());
-    assert!(e.contains("`params` is corrupt: value 2 is NaN") && !e.contains("lr"), "{e}");
+    assert!(
+        e.contains("`params` is corrupt: value 2 is NaN") && !e.contains("lr"),
+        "{e}"
+    );
     let mut neg = ckpt_of(&cfg, 4);
     neg.adam_v[7] = -1.0;
     neg.write(&p).unwrap();
     let e = parse_err(&std::fs::read(&p).unwrap());
-    assert!(e.contains("`adam_v` is corrupt: value 7 is -1") && e.contains("never negative"), "{e}");
+    assert!(
+        e.contains("`adam_v` is corrupt: value 7 is -1") && e.contains("never negative"),
+        "{e}"
+    );
     // `adam_m` pointing at `params`' bytes (checksum made to match): an overlap.
     let mut o = h.clone();
     o["adam_m"]["data_offsets"] = o["params"]["data_offsets"].clone();
@@ -97,7 +105,10 @@ fn a_flipped_bit_nan_negative_moment_or_overlap_is_named_as_corruption_of_the_fi
     assert!(!c.checksummed && c.params == ckpt_of(&cfg, 4).params);
     // Half the checksums missing is damage, not an old file.
     let mut half = h.clone();
-    half["__metadata__"].as_object_mut().unwrap().remove("xxh3.adam_v");
+    half["__metadata__"]
+        .as_object_mut()
+        .unwrap()
+        .remove("xxh3.adam_v");
     assert!(parse_err(&with_header(&good, &half)).contains("`adam_v` has no checksum"));
     assert_eq!(xxh3_hex(b""), "2d06800538d394c2");
 }
@@ -163,18 +174,37 @@ fn resume_takes_the_newest_intact_checkpoint_of_the_run_and_says_what_it_skipped
         .unwrap();
     let c = resume::newest_valid(&dir).unwrap();
     assert_eq!(c.ckpt.step, 20);
-    let why: Vec<String> = c.skipped.iter().map(|(p, w)| format!("{}: {w}", p.display())).collect();
+    let why: Vec<String> = c
+        .skipped
+        .iter()
+        .map(|(p, w)| format!("{}: {w}", p.display()))
+        .collect();
     assert_eq!(why.len(), 4, "{why:?}");
-    assert!(why[0].contains("step-000000060") && why[0].contains("sampler position 7"), "{why:?}");
-    assert!(why[1].contains("step-000000050") && why[1].contains("`train.lr`"), "{why:?}");
-    assert!(why[2].contains("step-000000040") && why[2].contains("metadata says step 20"), "{why:?}");
-    assert!(why[3].contains("step-000000030") && why[3].contains("corrupt"), "{why:?}");
+    assert!(
+        why[0].contains("step-000000060") && why[0].contains("sampler position 7"),
+        "{why:?}"
+    );
+    assert!(
+        why[1].contains("step-000000050") && why[1].contains("`train.lr`"),
+        "{why:?}"
+    );
+    assert!(
+        why[2].contains("step-000000040") && why[2].contains("metadata says step 20"),
+        "{why:?}"
+    );
+    assert!(
+        why[3].contains("step-000000030") && why[3].contains("corrupt"),
+        "{why:?}"
+    );
     // Nothing usable: every reason listed.
     for s in [10, 20] {
         std::fs::remove_file(dir.join(CHECKPOINT_DIR).join(checkpoint_name(s))).unwrap();
     }
     let e = resume::newest_valid(&dir).unwrap_err().to_string();
-    assert!(e.contains("no usable checkpoint") && e.contains("step-000000030"), "{e}");
+    assert!(
+        e.contains("no usable checkpoint") && e.contains("step-000000030"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -192,11 +222,18 @@ fn a_checkpoint_of_other_inputs_or_changed_inputs_are_refused() {
         .unwrap();
     let chosen = resume::newest_valid(&dir).unwrap();
     assert_eq!(chosen.ckpt.step, 10);
-    assert!(chosen.skipped[0].1.contains("belongs to another run"), "{:?}", chosen.skipped);
+    assert!(
+        chosen.skipped[0].1.contains("belongs to another run"),
+        "{:?}",
+        chosen.skipped
+    );
     // The dataset changed since the run started: no checkpoint is read at all.
     std::fs::write(t.path().join("dataset/masks.parquet"), b"other masks").unwrap();
     let e = resume::newest_valid(&dir).unwrap_err().to_string();
-    assert!(e.contains("masks.parquet") && e.contains("changed since the run started"), "{e}");
+    assert!(
+        e.contains("masks.parquet") && e.contains("changed since the run started"),
+        "{e}"
+    );
     std::fs::remove_file(t.path().join("dataset/masks.parquet")).unwrap();
     let e = resume::newest_valid(&dir).unwrap_err().to_string();
     assert!(e.contains("masks.parquet") && e.contains("is gone"), "{e}");
@@ -217,7 +254,10 @@ fn runs_of_older_versions_resume_with_warnings() {
     c.write(&p).unwrap();
     let b = std::fs::read(&p).unwrap();
     let (mut h, _) = header(&b);
-    h["__metadata__"].as_object_mut().unwrap().retain(|k, _| !k.starts_with("xxh3."));
+    h["__metadata__"]
+        .as_object_mut()
+        .unwrap()
+        .retain(|k, _| !k.starts_with("xxh3."));
     std::fs::write(&p, with_header(&b, &h)).unwrap();
     let chosen = resume::newest_valid(&dir).unwrap();
     assert_eq!(chosen.ckpt.step, 5);

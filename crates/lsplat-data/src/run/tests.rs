@@ -276,11 +276,15 @@ fn an_interrupted_run_is_resumable_not_finished() {
     let run = RunDir::create(&dir, false).unwrap();
     run.write_config("x = 1\n").unwrap();
     save_checkpoint(&dir, &ckpt(7, 2, 3), 3).unwrap();
-    run.finish(br#"{"status": "interrupted", "steps": 7}"#).unwrap();
+    run.finish(br#"{"status": "interrupted", "steps": 7}"#)
+        .unwrap();
     drop(run);
     assert!(!is_finished(&dir) && interrupted_at(&dir) == Some(7));
     let e = RunDir::create(&dir, false).unwrap_err().to_string();
-    assert!(e.contains("interrupted run") && e.contains("--resume"), "{e}");
+    assert!(
+        e.contains("interrupted run") && e.contains("--resume"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -291,23 +295,40 @@ fn other_commands_outputs_follow_the_force_rule() {
     std::fs::write(dir.join("cam.npy"), b"x").unwrap();
     drop(out);
     // Interrupted before its marker: refused, then overwritten with --force.
-    let e = RunDir::create_as(&dir, false, &layout::RENDER).unwrap_err().to_string();
-    assert!(e.contains("unfinished render output") && e.contains("--force"), "{e}");
+    let e = RunDir::create_as(&dir, false, &layout::RENDER)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("unfinished render output") && e.contains("--force"),
+        "{e}"
+    );
     let out = RunDir::create_as(&dir, true, &layout::RENDER).unwrap();
     assert!(!dir.join("cam.npy").exists());
     out.finish(b"{}").unwrap();
     drop(out);
-    let e = RunDir::create_as(&dir, false, &layout::RENDER).unwrap_err().to_string();
+    let e = RunDir::create_as(&dir, false, &layout::RENDER)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("finished render output"), "{e}");
     // A run directory is not a render output, even with --force.
     std::fs::write(dir.join(CONFIG_FILE), b"").unwrap();
-    let e = RunDir::create_as(&dir, true, &layout::RENDER).unwrap_err().to_string();
-    assert!(e.contains("not a render output directory") && e.contains("config.toml"), "{e}");
+    let e = RunDir::create_as(&dir, true, &layout::RENDER)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not a render output directory") && e.contains("config.toml"),
+        "{e}"
+    );
     // A file where the folder should be is named.
     let f = t.path().join("file");
     std::fs::write(&f, b"x").unwrap();
-    let e = RunDir::create_as(&f, true, &layout::QUERY).unwrap_err().to_string();
-    assert!(e.contains(&f.display().to_string()) && e.contains("is a file"), "{e}");
+    let e = RunDir::create_as(&f, true, &layout::QUERY)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&f.display().to_string()) && e.contains("is a file"),
+        "{e}"
+    );
     // Query outputs: camera folders of npy/png; anything else inside stops --force.
     let q = t.path().join("query");
     let out = RunDir::create_as(&q, false, &layout::QUERY).unwrap();
@@ -315,6 +336,11 @@ fn other_commands_outputs_follow_the_force_rule() {
     std::fs::write(q.join("cam/mug.npy"), b"x").unwrap();
     std::fs::write(q.join("cam/notes.txt"), b"x").unwrap();
     drop(out);
-    let e = RunDir::create_as(&q, true, &layout::QUERY).unwrap_err().to_string();
-    assert!(e.contains("cam/notes.txt") && q.join("cam/mug.npy").exists(), "{e}");
+    let e = RunDir::create_as(&q, true, &layout::QUERY)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cam/notes.txt") && q.join("cam/mug.npy").exists(),
+        "{e}"
+    );
 }

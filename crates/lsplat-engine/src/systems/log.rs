@@ -32,7 +32,9 @@ fn window_due(
 ) -> bool {
     let s = step + 1;
     let iterations = settings.0.iterations() as u64;
-    s.is_multiple_of(every) || s == iterations || checkpoints.is_some_and(|c| c.due(step, iterations))
+    s.is_multiple_of(every)
+        || s == iterations
+        || checkpoints.is_some_and(|c| c.due(step, iterations))
 }
 
 /// Latches a stop request at the start of the Log phase: one atomic load per step,
