@@ -212,10 +212,9 @@ fn a_run_directory_belongs_to_one_run() {
         }
         c.output().unwrap()
     };
-    // Killed before any checkpoint: an unfinished run, discarded only with --force.
-    let e = fails(again(10, false));
-    assert!(e.contains("unfinished run") && e.contains("--force"), "{e}");
-    ok(again(20, true));
+    // Killed before any checkpoint: nothing to resume, so a new run takes the folder
+    // (issue 29: such a folder must not block a rerun).
+    ok(again(20, false));
     assert_eq!(losses(&out).len(), 20);
     // A finished run is refused, and overwritten with --force.
     let e = fails(again(10, false));
@@ -322,7 +321,9 @@ fn a_diverging_run_stops_with_the_step() {
     let e = fails(
         train(&[
             "train.iterations=100",
-            "train.lr=3e38",
+            // Starting values near f32's largest (train.lr is at most 1, so a huge
+            // start is what can still blow the loss up).
+            "train.init_std=3e38",
             "train.normalize=false",
             "log.every=10",
         ])
@@ -332,12 +333,12 @@ fn a_diverging_run_stops_with_the_step() {
         .unwrap(),
     );
     assert!(
-        e.contains("the loss is not finite at step 1 (0-based)"),
+        e.contains("the loss is not finite at step 0 (0-based)"),
         "{e}"
     );
     assert!(e.contains("no checkpoint was written"), "{e}");
     assert!(!run::is_finished(&out) && run::list_checkpoints(&out).unwrap().is_empty());
     let l = losses(&out);
     assert_eq!(l.len(), 10, "the failing window is logged");
-    assert!(l[0].1.is_finite() && l[1].1.is_nan());
+    assert!(!l[0].1.is_finite());
 }

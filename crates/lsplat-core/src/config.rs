@@ -97,7 +97,7 @@ pub struct DistConfig {
     /// Longest time, in seconds, one collective (gradient all-reduce, loss read-back,
     /// start-up checks) waits for the other ranks; past it every rank stops with an
     /// error naming the collective (a rank died, hangs or runs something else).
-    #[config(range = "> 0")]
+    #[config(range = "(0, 1e6]")]
     pub timeout_s: f64,
     /// How gradients are averaged: `auto` sends only the rows some rank touched when
     /// that (plus a one-bit-per-row mask) is smaller than the whole buffer; `dense`
@@ -315,7 +315,7 @@ pub struct SolveConfig {
     /// cameras); empty = `scene.level` alone.
     pub levels: Vec<u8>,
     /// `lsq`: stop when every level's relative residual ‖b − A·x‖/‖b‖ is at most this.
-    #[config(range = "> 0")]
+    #[config(range = "(0, 1)")]
     pub tol: f64,
     /// `lsq`: most conjugate-gradient iterations.
     #[config(range = ">= 1")]
@@ -853,11 +853,11 @@ impl Config {
         if !(self.render.near > 0.0 && self.render.far > self.render.near) {
             return bad("render.near/far", "need 0 < near < far".into());
         }
-        if !(self.dist.timeout_s > 0.0 && self.dist.timeout_s.is_finite()) {
+        if !(self.dist.timeout_s > 0.0 && self.dist.timeout_s <= 1e6) {
             return bad(
                 "dist.timeout_s",
                 format!(
-                    "{} must be a positive number of seconds",
+                    "{:?} must be a positive number of seconds, at most 1e6 (11.6 days)",
                     self.dist.timeout_s
                 ),
             );
@@ -886,8 +886,14 @@ impl Config {
                 "several levels at once need `train.solver = average` or `lsq` (Adam trains one level per run)".into(),
             );
         }
-        if !(sv.tol > 0.0 && sv.tol.is_finite()) {
-            return bad("solve.tol", format!("{} must be positive", sv.tol));
+        if !(sv.tol > 0.0 && sv.tol < 1.0) {
+            return bad(
+                "solve.tol",
+                format!(
+                    "{:?} must be in (0, 1): it bounds a relative residual",
+                    sv.tol
+                ),
+            );
         }
         if sv.max_iters == 0 {
             return bad("solve.max_iters", "must be at least 1".into());

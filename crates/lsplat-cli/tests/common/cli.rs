@@ -72,7 +72,8 @@ pub fn synth_scene_sized(
     (width, height): (u32, u32),
 ) -> Synth {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
+    // synth owns its output folder: the splat lies beside it.
+    let root = dir.path().join("scene");
     let demo = lsplat_data::demo::generate(
         &DemoConfig {
             gaussians: 1500,
@@ -91,13 +92,14 @@ pub fn synth_scene_sized(
         extra_names: Vec::new(),
         extra: Vec::new(),
     };
-    lsplat_data::ply::write_ply(&root.join("tiny.ply"), &ply).unwrap();
+    let splat = dir.path().join("tiny.ply");
+    lsplat_data::ply::write_ply(&splat, &ply).unwrap();
     let (dim, objects, cameras) = (dim.to_string(), objects.to_string(), cameras.to_string());
     let (width, height) = (width.to_string(), height.to_string());
     ok(&[
         "synth",
         "--splats",
-        s(&root.join("tiny.ply")),
+        s(&splat),
         "--orbit",
         &cameras,
         "--width",

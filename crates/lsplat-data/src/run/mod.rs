@@ -209,6 +209,11 @@ pub fn check_available(dir: &Path, force: bool, layout: &Layout) -> Result<(), D
     if !dir.is_dir() {
         return Ok(());
     }
+    // A run in progress: its lock is held (tried and released at once).
+    let lock_path = dir.join(LOCK_FILE);
+    if lock_path.is_file() {
+        drop(lock(dir)?);
+    }
     let c = contents(dir, layout)?;
     refusal(dir, &c, force, layout)
 }
