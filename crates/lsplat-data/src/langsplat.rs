@@ -109,8 +109,27 @@ pub fn read_image(dir: &Path, stem: &str) -> Result<LangSplatImage, DataError> {
             ));
         }
     };
+    // A row of zeros is no feature (LangSplat's rows are unit CLIP features or codes):
+    // refused when a pixel uses it.
+    let zero: Vec<bool> = f
+        .data
+        .chunks_exact(dim)
+        .map(|r| r.iter().all(|v| *v == 0.0))
+        .collect();
     let mut seg = Vec::with_capacity(s.data.len());
     for (i, &v) in s.data.iter().enumerate() {
+        if v >= 0.0 && v < rows as f32 && v.fract() == 0.0 && zero[v as usize] {
+            let p = i % (width * height);
+            return Err(DataError::format(
+                &fp,
+                format!(
+                    "row {v} is all zeros (no feature), yet pixel (x {}, y {}) of level {} uses it",
+                    p % width,
+                    p / width,
+                    i / (width * height)
+                ),
+            ));
+        }
         if v == -1.0 || (v >= 0.0 && v < rows as f32 && v.fract() == 0.0) {
             seg.push(v as i32);
             continue;

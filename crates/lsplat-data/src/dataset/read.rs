@@ -94,11 +94,12 @@ pub fn load_dataset_levels(
             batch: b,
             path: &mp,
         };
-        let (img, lv, h, w) = (
+        let (img, lv, h, w, n_masks) = (
             c.str("image")?,
             c.u8("level")?,
             c.u32("height")?,
             c.u32("width")?,
+            c.u32("masks")?,
         );
         let (st, ln, mk) = (
             c.u32_list("run_start")?,
@@ -145,6 +146,13 @@ pub fn load_dataset_levels(
                 let mut ids = runs.masks.clone();
                 ids.sort_unstable();
                 ids.dedup();
+                if ids.len() != n_masks.value(i) as usize {
+                    return Err(bad(format!(
+                        "the `masks` column says {} masks but the runs use {}",
+                        n_masks.value(i),
+                        ids.len()
+                    )));
+                }
                 let filled = vec![false; ids.len()];
                 pending.entry(name).or_insert_with(|| {
                     std::iter::repeat_with(|| None).take(levels.len()).collect()

@@ -129,7 +129,10 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header, String> {
         let bad = |what: &str| format!("bad header line {}: {what}: `{}`", no + 1, line.trim());
         match words.as_slice() {
             [] | ["comment", ..] | ["obj_info", ..] => {}
-            ["format", f, _version] => {
+            ["format", _, version] if *version != "1.0" => {
+                return Err(bad("unknown PLY version (1.0 is the only one)"));
+            }
+            ["format", f, _] => {
                 format = Some(match *f {
                     "ascii" => Format::Ascii,
                     "binary_little_endian" => Format::BinaryLe,
