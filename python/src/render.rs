@@ -83,6 +83,16 @@ pub fn render<'py>(
         .enumerate()
         .map(|(i, cam)| scene.camera(&format!("cameras[{i}]"), cam))
         .collect::<Result<Vec<_>>>()?;
+    // Every image is returned whole ([H, W, C] features and [H, W] opacity, f32):
+    // refused from the cameras' sizes before anything is allocated.
+    let pixels = cams.iter().fold(0u64, |t, cam| {
+        t.saturating_add(cam.width as u64 * cam.height as u64)
+    });
+    lsplat_core::memory::check_fits(
+        &format!("{} rendered images of {c} channels", cams.len()),
+        pixels,
+        4 * (c as u64 + 1),
+    )?;
     let dev = py.detach(|| Device::open(&cfg.device, &cfg.simt))?;
     let images = dev.visit(RenderJob {
         py,

@@ -150,6 +150,7 @@ pub fn train<B: Backend>(
         start,
         steps: iters,
         fit: None,
+        stopped: false,
     };
     let o = crate::run::Outputs {
         features: &[],

@@ -60,10 +60,11 @@ pub fn check_belongs(
             ckpt.sampler_position, ckpt.step
         ));
     }
-    if ckpt.step == 0 || ckpt.step > cfg.train.iterations as u64 {
+    if ckpt.step == 0 || ckpt.step > cfg.train.iterations() as u64 {
         return Err(format!(
             "its step {} is outside 1..={} (train.iterations)",
-            ckpt.step, cfg.train.iterations
+            ckpt.step,
+            cfg.train.iterations()
         ));
     }
     Ok(())
