@@ -44,7 +44,6 @@ pub fn check_image_memory(cams: &[&Camera], maps: usize) -> Result<()> {
     Ok(())
 }
 
-
 /// Parses a `--backend` value.
 pub fn backend_kind(name: &str) -> Result<BackendKind> {
     Ok(match name {

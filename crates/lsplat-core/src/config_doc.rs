@@ -135,7 +135,7 @@ pub fn reference() -> Vec<Section> {
     let mut out = Vec::new();
     for f in fields {
         let mut keys = Vec::new();
-        collect(&f.key.to_string(), &f.ty, defaults.get(f.key), &mut keys);
+        collect(f.key, &f.ty, defaults.get(f.key), &mut keys);
         out.push(Section {
             name: f.key.to_string(),
             doc: f.doc.clone(),

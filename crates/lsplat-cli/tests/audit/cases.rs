@@ -310,7 +310,7 @@ fn json_cases(
         ("empty file".into(), Vec::new(), Expect::Fail),
         (
             "cut in half".into(),
-            text[..text.len() / 2].as_bytes().to_vec(),
+            text.as_bytes()[..text.len() / 2].to_vec(),
             Expect::Fail,
         ),
         ("null".into(), b"null".to_vec(), Expect::Fail),

@@ -39,7 +39,7 @@ fn header(bytes: &[u8]) -> (serde_json::Map<String, serde_json::Value>, usize) {
 fn with_header(bytes: &[u8], h: &serde_json::Map<String, serde_json::Value>) -> Vec<u8> {
     let (_, data) = header(bytes);
     let mut text = serde_json::to_vec(h).unwrap();
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(b' ');
     }
     let mut out = (text.len() as u64).to_le_bytes().to_vec();
@@ -136,7 +136,7 @@ fn file_scene(dir: &Path) -> Config {
     cfg.scene.cameras = Some(dir.join("cameras.json"));
     cfg.scene.dataset = Some(ds);
     cfg.train.batch_size = 2;
-    cfg.train.iterations = 100;
+    cfg.train.iterations = Some(100);
     cfg
 }
 
