@@ -211,11 +211,6 @@ pub fn parse_ply(bytes: &[u8], path: &Path) -> Result<SplatPly, DataError> {
                 Slot::Extra(k) => extra[k] = v,
             }
         }
-        if q.iter().all(|c| *c == 0.0) {
-            return Err(format!(
-                "vertex {i}: rotation (rot_0..rot_3) is all zeros, which is no rotation"
-            ));
-        }
         let g = &mut out.gaussians;
         g.means.push(m);
         g.log_scales.push(s);
