@@ -151,6 +151,12 @@ pub fn parse_frame(text: &str, path: &Path) -> Result<Frame, QueryError> {
         let rings = parse_rings(&o["segmentation"])
             .ok_or_else(|| at("`segmentation` is not a polygon [[x, y], …] or a list of them"))?;
         let shape = |p: &str| bad(format!("object {i} (`{category}`): {p}"));
+        if let Some(r) = rings.iter().find(|r| r.len() < 3) {
+            return Err(shape(&format!(
+                "`segmentation` polygon {r:?} has {} point(s): a polygon needs at least 3",
+                r.len()
+            )));
+        }
         let [x1, y1, x2, y2] = bbox;
         if x2 < x1 || y2 < y1 {
             return Err(shape(&format!(
