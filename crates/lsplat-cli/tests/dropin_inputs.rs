@@ -379,4 +379,37 @@ fn render_query_and_synth_outputs_are_marked_finished_and_follow_force() {
         let e = fails(&elsewhere);
         assert!(e.contains("thesis.tex"), "{e}");
     }
+    // LangSplat's layout: the render owns `<scene>_<level>/train/ours_None` (its
+    // `renders_npy/`, `renders/` and the marker), under the same rule.
+    let ls = t.path().join("langsplat");
+    let args = [
+        "render",
+        "--run",
+        s(&trained),
+        "--layout",
+        "langsplat",
+        "--name",
+        "sc",
+        "--out",
+        s(&ls),
+    ];
+    let base = ls.join("sc_1/train/ours_None");
+    ok(&args);
+    assert!(base.join(run::SUMMARY_FILE).is_file());
+    assert!(base.join("renders_npy/00000.npy").is_file());
+    let e = fails(&args);
+    assert!(
+        e.contains("finished render output") && e.contains("--force"),
+        "{e}"
+    );
+    std::fs::remove_file(base.join(run::SUMMARY_FILE)).unwrap();
+    let e = fails(&args);
+    assert!(e.contains("unfinished render output"), "{e}");
+    let mut forced = args.to_vec();
+    forced.push("--force");
+    ok(&forced);
+    assert!(base.join(run::SUMMARY_FILE).is_file());
+    std::fs::write(base.join("thesis.tex"), b"x").unwrap();
+    let e = fails(&forced);
+    assert!(e.contains("thesis.tex"), "{e}");
 }
