@@ -135,3 +135,47 @@ fn bad_inputs_fail_with_one_clear_error_and_write_nothing() {
     let e = list_images(&imgs).unwrap_err().to_string();
     assert!(e.contains("same stem `a`"), "{e}");
 }
+
+/// A PNG whose header says `w × h` (one compressed row of data after it): readable
+/// headers, but far too large to decode.
+fn write_huge_png_header(path: &Path, w: u32, h: u32) {
+    let mut bytes = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut bytes, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        let mut wr = enc.write_header().unwrap();
+        // A stored (uncompressed) zlib block holding the filter byte of row 0.
+        wr.write_chunk(
+            png::chunk::IDAT,
+            &[0x78, 0x01, 0x01, 0x01, 0x00, 0xfe, 0xff, 0x00],
+        )
+        .unwrap();
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn an_image_too_large_for_memory_is_named_before_decoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("images");
+    std::fs::create_dir(&imgs).unwrap();
+    // 200 000 × 200 000 pixels: at 64 bytes a pixel 2.56 TB, beyond any test machine.
+    write_huge_png_header(&imgs.join("huge.png"), 200_000, 200_000);
+    let images = list_images(&imgs).unwrap();
+    assert_eq!(
+        lsplat_prep::run::check_images(&images).unwrap(),
+        (200_000, 200_000),
+        "the header is readable"
+    );
+    let out = dir.path().join("out");
+    let e = run(&images, &out, &mut FakeSam::default()).unwrap_err();
+    eprintln!("{e}");
+    assert!(
+        e.contains("huge.png")
+            && e.contains("200000x200000")
+            && e.contains("needs 2560.0 GB but only"),
+        "{e}"
+    );
+    let lf = out.join(FEATURES_DIR);
+    assert!(!lf.join("huge_f.npy").exists() && !lf.join("huge_s.npy").exists());
+}
