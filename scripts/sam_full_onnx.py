@@ -3,7 +3,7 @@ ONNX graphs on lsplat-engine's SAM contract (docs/formats.md), built with the `o
 package (no torch, no downloaded weights): for benchmarks, and at tiny sizes for tests.
 
     python scripts/sam_full_onnx.py make OUT_DIR --encoder vit_h|vit_l|vit_b|vit_t|tiny_vit|tiny_vit_t
-        [--decoder sam|tiny] [--seed S] [--iou-bias B]
+        [--decoder sam|tiny] [--seed S] [--iou-bias B] [--blobs]
 
 writes OUT_DIR/encoder.onnx and OUT_DIR/decoder.onnx. Full-size graphs keep their
 weights in ONNX external data (`encoder.onnx.data`, ViT-H: 2.5 GB), so the builder never
@@ -34,7 +34,9 @@ The architectures follow segment-anything's modeling code and MobileSAM's TinyVi
 a test can compare them with the NumPy reference in a second. Linear weights are
 stored as MatMul operands, `[in, out]` (the transpose of torch's `[out, in]`).
 `--iou-bias` is added to the IoU head's last bias (random weights predict IoUs around
-0, which the generator's 0.7 threshold drops; benchmarks raise it so masks get through).
+0, which the generator's 0.7 threshold drops). `--blobs` (benchmarks) keeps SAM's
+decoder computation but outputs scripts/sam_onnx.py's synthetic blobs, so the steps after
+the decoder see realistic numbers of masks.
 """
 import argparse
 import json
@@ -380,7 +382,7 @@ def mlp(g, x, prefix, dims, relu_last=False):
     return x
 
 
-def decoder_model(c, side, seed, iou_bias):
+def decoder_model(c, side, seed, iou_bias, blobs=False):
     g = Graph(np.random.default_rng(seed))
     d, e, heads, down = c["dim"], side // 16, c["heads"], c["downsample"]
     nt = c["tokens"]
@@ -462,10 +464,14 @@ def decoder_model(c, side, seed, iou_bias):
     iou_in = g.op("Gather", [hs, g.i64(0)], axis=1)
     iou = mlp(g, iou_in, "mask_decoder.iou_prediction_head", [d, c["iou_hidden"], c["iou_hidden"], nt])
     iou = g.op("Add", [iou, g.f32(iou_bias)])
-    g.nodes.append(helper.make_node("Slice", [masks, g.i64([1]), g.i64([nt]), g.i64([1])], ["low_res_masks"]))
-    g.nodes.append(helper.make_node("Slice", [iou, g.i64([1]), g.i64([nt]), g.i64([1])], ["iou_predictions"]))
+    masks = g.op("Slice", [masks, g.i64([1]), g.i64([nt]), g.i64([1])])
+    iou = g.op("Slice", [iou, g.i64([1]), g.i64([nt]), g.i64([1])])
+    if blobs:
+        masks, iou = with_blobs(g, masks, iou, side, d)
+    g.nodes.append(helper.make_node("Identity", [masks], ["low_res_masks"]))
+    g.nodes.append(helper.make_node("Identity", [iou], ["iou_predictions"]))
     low = 4 * e
-    meta = dict(c, side=side, iou_bias=iou_bias)
+    meta = dict(c, side=side, iou_bias=iou_bias, blobs=blobs)
     return g.model(
         [helper.make_tensor_value_info("image_embeddings", TensorProto.FLOAT, [1, d, e, e]),
          helper.make_tensor_value_info("point_coords", TensorProto.FLOAT, ["B", 1, 2]),
@@ -475,7 +481,24 @@ def decoder_model(c, side, seed, iou_bias):
         "sam_mask_decoder", meta)
 
 
-def make(out, encoder, decoder, seed, iou_bias):
+def with_blobs(g, masks, iou, side, channels):
+    """Benchmarks only: SAM's decoder still runs in full, but the outputs are
+    scripts/sam_onnx.py's blobs plus 0 × SAM's outputs, so the generator, clean-up, NMS
+    and CLIP see realistic mask counts (random weights give noise masks that SAM's
+    filters drop) while the decoder costs what SAM's does."""
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sam_onnx
+    blob = onnx.compose.add_prefix(sam_onnx.decoder(side, channels), "blob/", rename_inputs=False)
+    g.nodes.extend(blob.graph.node)
+    g.inits.extend(blob.graph.initializer)
+    zero = g.f32(0.0)
+    masks = g.op("Add", ["blob/low_res_masks", g.op("Mul", [masks, zero])])
+    iou = g.op("Add", ["blob/iou_predictions", g.op("Mul", [iou, zero])])
+    return masks, iou
+
+
+def make(out, encoder, decoder, seed, iou_bias, blobs=False):
     c = ENCODERS[encoder]
     dc = DECODERS[decoder or ("tiny" if c["side"] < 1024 else "sam")]
     if dc["dim"] != c["out_chans"]:
@@ -485,7 +508,7 @@ def make(out, encoder, decoder, seed, iou_bias):
     enc_path = os.path.join(out, "encoder.onnx")
     enc = encoder_model(dict(c, name=encoder), seed, enc_path + ".data" if big else None)
     onnx.save(enc, enc_path)
-    dec = decoder_model(dc, c["side"], seed + 1, iou_bias)
+    dec = decoder_model(dc, c["side"], seed + 1, iou_bias, blobs)
     dec_path = os.path.join(out, "decoder.onnx")
     onnx.save(dec, dec_path)
     for p in (enc_path, dec_path):
@@ -502,8 +525,10 @@ def main():
     m.add_argument("--decoder", choices=sorted(DECODERS))
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--iou-bias", type=float, default=0.0)
+    m.add_argument("--blobs", action="store_true",
+                   help="benchmarks: output sam_onnx.py's blobs (+ 0 × SAM's outputs) for realistic mask counts")
     a = ap.parse_args()
-    make(a.out, a.encoder, a.decoder, a.seed, a.iou_bias)
+    make(a.out, a.encoder, a.decoder, a.seed, a.iou_bias, a.blobs)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ pub struct PreprocessArgs {
     /// SAM model folder: `encoder.onnx` and `decoder.onnx` (docs/formats.md).
     #[arg(long)]
     pub sam: PathBuf,
-    /// CLIP model folder (its `image.onnx`); default `models.clip` of the configuration.
+    /// CLIP model folder (its `image.onnx`, or the file `preprocess.clip_image_file`
+    /// names); default `models.clip` of the configuration.
     #[arg(long)]
     pub clip: Option<PathBuf>,
     /// Output folder: `language_features/` is written inside it.
@@ -92,7 +93,16 @@ pub fn run(args: PreprocessArgs) -> Result<()> {
     let rt = lsplat_models::runtime::load(cfg.onnx.runtime.as_deref())?;
     let opts = SessionOptions::from_device(&cfg.device);
     let (mut encoder, mut decoder) = load_sam(&args.sam, rt, &opts)?;
-    let clip_model = ClipModel::at(&clip_dir, cfg.models.clip_vocab.as_deref())?;
+    // Only the image encoder is used: the vocabulary and text.onnx may be absent.
+    let mut clip_model = ClipModel::at(&clip_dir, cfg.models.clip_vocab.as_deref())?;
+    clip_model.image = clip_dir.join(&cfg.preprocess.clip_image_file);
+    if !clip_model.image.is_file() {
+        bail!(
+            "{}: no such CLIP image encoder (preprocess.clip_image_file = {:?}; scripts/export_clip.py makes image.onnx, scripts/quantize_clip.py makes image.int8.onnx)",
+            clip_model.image.display(),
+            cfg.preprocess.clip_image_file
+        );
+    }
     let mut image = ClipImage::load(&clip_model, rt, &opts)?;
     image.batch = cfg.preprocess.clip_batch as usize;
     let mut clip = OnnxClip::new(image)?;
@@ -159,6 +169,22 @@ pub fn run(args: PreprocessArgs) -> Result<()> {
             t.cleanup / n,
             t.clip / n,
             t.total() / n
+        );
+        let each = |secs: f64, count: u64| {
+            if count > 0 {
+                secs / count as f64 * 1e3
+            } else {
+                0.0
+            }
+        };
+        println!(
+            "work per image: {:.1} encoder runs ({:.1} ms each), {:.1} prompts ({:.2} ms each), {:.1} CLIP crops ({:.2} ms each)",
+            t.encoder_runs as f64 / n,
+            each(t.encoder, t.encoder_runs),
+            t.prompts as f64 / n,
+            each(t.decoder, t.prompts),
+            t.clip_crops as f64 / n,
+            each(t.clip, t.clip_crops)
         );
     }
     if let Some(ds) = &args.dataset {

@@ -194,6 +194,62 @@ fn preprocess_then_solve_then_query() {
         .arg(format!("onnx.runtime={}", lib.display())));
     assert!(said.contains("preprocessed 1 images"), "{said}");
     assert!(scene.join("language_features/a_f.npy").is_file());
+    // A CLIP folder with only its image encoder (no vocabulary, no text.onnx) gives
+    // the same features; the opt-in int8 encoder (scripts/quantize_clip.py) close ones.
+    let image_only = d.join("clip_image_only");
+    std::fs::create_dir(&image_only).unwrap();
+    std::fs::copy(d.join("clip/image.onnx"), image_only.join("image.onnx")).unwrap();
+    script(&py, "quantize_clip.py", &[image_only.as_os_str()]);
+    let features = |extra: &[&str]| {
+        let scene2 = d.join(format!("scene_{}", extra.len()));
+        std::fs::create_dir_all(scene2.join("images")).unwrap();
+        std::fs::copy(scene.join("images/a.png"), scene2.join("images/a.png")).unwrap();
+        run(bin()
+            .arg("preprocess")
+            .arg("-s")
+            .arg(&scene2)
+            .arg("--sam")
+            .arg(d.join("sam"))
+            .arg("--clip")
+            .arg(&image_only)
+            .args(["--set", "preprocess.points_per_side=4", "--set"])
+            .arg(format!("onnx.runtime={}", lib.display()))
+            .args(extra));
+        read_npy(&scene2.join("language_features/a_f.npy")).unwrap()
+    };
+    let fp32 = features(&[]);
+    let want = read_npy(&scene.join("language_features/a_f.npy")).unwrap();
+    assert_eq!(fp32.data, want.data, "features without the vocabulary");
+    let int8 = features(&["--set", "preprocess.clip_image_file=image.int8.onnx"]);
+    assert_eq!(int8.shape, fp32.shape);
+    assert_ne!(int8.data, fp32.data, "the int8 encoder was not used");
+    for (a, b) in int8.data.chunks(24).zip(fp32.data.chunks(24)) {
+        let cos: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        assert!(cos > 0.98, "int8 feature cosine {cos}");
+    }
+    let o = bin()
+        .arg("preprocess")
+        .arg("-s")
+        .arg(&scene)
+        .arg("--sam")
+        .arg(d.join("sam"))
+        .arg("--clip")
+        .arg(&image_only)
+        .args([
+            "--set",
+            "preprocess.clip_image_file=image.fp16.onnx",
+            "--set",
+        ])
+        .arg(format!("onnx.runtime={}", lib.display()))
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && e.contains("image.fp16.onnx")
+            && e.contains("no such CLIP image encoder"),
+        "{e}"
+    );
     // Bad input: a truncated image is named and stops the run.
     let bytes = std::fs::read(images.join(format!("{}.png", names[1]))).unwrap();
     std::fs::write(images.join("zz.png"), &bytes[..bytes.len() / 3]).unwrap();

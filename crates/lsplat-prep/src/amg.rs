@@ -92,6 +92,7 @@ pub fn generate(
         let (input, resized) = encoder_input(&cut(image, crop.bbox), side);
         let emb = encoder.encode(&input)?;
         timings.encoder += t.elapsed().as_secs_f64();
+        timings.encoder_runs += 1;
         let n = layer_points(
             cfg.points_per_side as usize,
             cfg.crop_n_points_downscale_factor as usize,
@@ -104,6 +105,7 @@ pub fn generate(
             let t = Instant::now();
             let d = decoder.decode(&emb, pts)?;
             timings.decoder += t.elapsed().as_secs_f64();
+            timings.prompts += pts.len() as u64;
             check(&d, pts.len())?;
             let t = Instant::now();
             let m = d.side;

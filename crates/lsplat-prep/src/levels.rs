@@ -219,6 +219,7 @@ pub fn arrays(
         )?);
     }
     timings.clip += t.elapsed().as_secs_f64();
+    timings.clip_crops += lists.iter().map(|l| l.len() as u64).sum::<u64>();
     let mut seg = Vec::with_capacity(4 * w * h);
     let mut offset = 0i32;
     for list in lists {

@@ -28,7 +28,7 @@ pub mod run;
 
 pub use error::PrepError;
 
-/// Seconds spent per step (summed over calls).
+/// Seconds spent per step (summed over calls), and how much work each step had.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Timings {
     /// SAM image encoder.
@@ -43,6 +43,12 @@ pub struct Timings {
     pub cleanup: f64,
     /// CLIP crops and features.
     pub clip: f64,
+    /// Encoder runs (crops of the image: 5 with LangSplat's one crop layer).
+    pub encoder_runs: u64,
+    /// Point prompts decoded.
+    pub prompts: u64,
+    /// Masks whose crops went through CLIP.
+    pub clip_crops: u64,
 }
 
 impl Timings {
