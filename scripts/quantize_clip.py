@@ -4,8 +4,8 @@ activations quantised per run) of a CLIP folder's `image.onnx`, written beside i
 `image.int8.onnx`. Use it with `--set preprocess.clip_image_file=image.int8.onnx`.
 
 It changes the features: on ViT-B/16 with random weights and real photo crops they
-stay within cosine ~0.999 of float32, and the encoder runs ~2.6x faster on a CPU with
-AVX-512 VNNI (docs/PERFORMANCE.md, "SAM at full size"); check the deviation on your
+stayed within cosine 0.9986 of float32 (1 893 crops) and the run used less CPU time
+(docs/PERFORMANCE.md, "`preprocess` with SAM's real architectures"); check the deviation on your
 own weights with benches/preprocess_sam.sh's comparison before relying on it.
 
     python scripts/quantize_clip.py CLIP_DIR [--input image.onnx] [--output image.int8.onnx]
