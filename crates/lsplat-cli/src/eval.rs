@@ -19,7 +19,7 @@ use serde_json::json;
 use crate::eval_lerf3d::{Lerf3dArgs, Select3d};
 use crate::eval_report::{Common, Outcome, Pair, overlay_path};
 use crate::progress::{Cadence, Progress};
-use crate::semantic::{Lift, image_relevancy, text_rows};
+use lsplat_query::lift::{Lift, image_relevancy, text_rows};
 use crate::text::TextSource;
 use crate::views::Views;
 

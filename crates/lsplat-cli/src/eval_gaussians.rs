@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::eval::{level_lifts, load_level_runs};
 use crate::eval_ovs::label_view;
-use crate::semantic::{row_similarities, text_rows};
+use lsplat_query::lift::{row_similarities, text_rows};
 use crate::text::TextSource;
 
 /// OpenGaussian's opacity below which a Gaussian is not scored.

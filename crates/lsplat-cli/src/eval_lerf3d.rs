@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::eval::LerfInputs;
 use crate::eval_report::{Outcome, Pair, overlay_path};
 use crate::progress::{Cadence, Progress};
-use crate::semantic::{relevancy_of, row_similarities, text_rows};
+use lsplat_query::lift::{relevancy_of, row_similarities, text_rows};
 use crate::views::Views;
 
 /// Options of the 3D protocol (`--protocol 3d` or `all`).

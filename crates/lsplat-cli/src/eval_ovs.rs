@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use crate::eval::{FrameMatch, level_lifts, load_level_runs, open_device};
 use crate::progress::{Cadence, Progress};
-use crate::semantic::{Lift, image_similarities, relevancy_of, text_rows};
+use lsplat_query::lift::{Lift, image_similarities, relevancy_of, text_rows};
 use crate::text::TextSource;
 use crate::views::Views;
 

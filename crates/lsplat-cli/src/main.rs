@@ -19,7 +19,6 @@ mod reference;
 mod render;
 mod run;
 mod scene;
-mod semantic;
 mod signals;
 mod synth;
 mod text;

@@ -13,7 +13,7 @@ use lsplat_query::picture::{png_rgb, turbo};
 use lsplat_render::BackendVisitor;
 
 use crate::progress::{Cadence, Progress};
-use crate::semantic::{Lift, image_relevancy, text_rows};
+use lsplat_query::lift::{Lift, image_relevancy, text_rows};
 use crate::views::{Views, file_stem, open_run, pick_cameras};
 
 /// Options of `query`.
@@ -164,7 +164,7 @@ impl BackendVisitor for QueryJob {
         let out_dir = RunDir::create_as(&args.out, args.force, &lsplat_data::run::layout::QUERY)?;
         let (pos, neg) = (lift.text(&pos), lift.text(&neg));
         let c = run.channels;
-        let colouring = crate::semantic::colouring(&run);
+        let colouring = lsplat_query::lift::colouring(&run);
         let views = Views::new(&dev, &run.gaussians, &run.features, c, &run.config)?;
         let mut bar = Progress::new(
             "query",

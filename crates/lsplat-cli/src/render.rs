@@ -204,7 +204,7 @@ impl BackendVisitor for RenderJob {
         let c = run.channels;
         // One colouring for every camera: codes as RGB, or a PCA fitted on the
         // per-Gaussian features (decoded through the run's codebook, if it has one).
-        let colouring = crate::semantic::colouring(&run);
+        let colouring = lsplat_query::lift::colouring(&run);
         let views = Views::new(&dev, &run.gaussians, &run.features, c, &run.config)?;
         let mut bar = Progress::new(
             "render",

@@ -6,13 +6,17 @@
 //! labelled point cloud ([`pointseg`], with the k-d tree of [`knn`]).
 //!
 //! Plain functions over host arrays (`[pixels, channels]` row-major images, `[h, w]`
-//! maps); rendering and file handling live in the command-line tool.
+//! maps), and [`lift`]: rendered features (a LangSplat V1 run's codes through its
+//! autoencoder, a LangSplatV2 run's code weights through its codebook, or CLIP-width
+//! features) as unit features comparable with text, and the relevancy maps of whole
+//! rendered images. File handling lives in the command-line tool and the viewer.
 
 pub mod error;
 pub mod knn;
 pub mod labels;
 pub mod lerf;
 pub mod ovs;
+pub mod lift;
 pub mod picture;
 pub mod pointseg;
 pub mod relevancy;
@@ -20,4 +24,5 @@ pub mod score;
 pub mod select;
 
 pub use error::QueryError;
+pub use lift::{ImageRelevancy, Lift, image_relevancy, text_rows};
 pub use relevancy::{CANONICAL, normalize_rows, relevancy};

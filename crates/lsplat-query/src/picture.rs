@@ -224,6 +224,22 @@ pub fn heat_map(values: &[f32], alpha: &[f32], (lo, hi): (f32, f32)) -> Vec<u8> 
     out
 }
 
+/// LangSplat's picture of a relevancy map: where `r > 0.5` (more relevant than a
+/// canonical phrase), turbo of `(r − 0.5)/(max − 0.5)`; elsewhere the feature picture
+/// at 30%.
+pub fn heat_over(map: &[f32], rgb: &[u8]) -> Vec<u8> {
+    let top = map.iter().copied().fold(0.5f32, f32::max);
+    let mut out = Vec::with_capacity(rgb.len());
+    for (r, px) in map.iter().zip(rgb.chunks_exact(3)) {
+        if *r > 0.5 {
+            out.extend(turbo((r - 0.5) / (top - 0.5).max(1e-6)));
+        } else {
+            out.extend(px.iter().map(|v| (*v as f32 * 0.3).round() as u8));
+        }
+    }
+    out
+}
+
 /// PNG bytes of an RGB8 image.
 pub fn png_rgb(width: u32, height: u32, rgb: &[u8]) -> Result<Vec<u8>, QueryError> {
     if rgb.len() != width as usize * height as usize * 3 {

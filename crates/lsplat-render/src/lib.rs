@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod csr;
+pub mod colour;
 pub mod device;
 pub mod eval;
 mod stub;

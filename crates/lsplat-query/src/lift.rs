@@ -1,19 +1,21 @@
-//! From rendered features to unit CLIP-space features, and relevancy maps of a whole
-//! image: the piece `query` and `eval lerf` share.
+//! From rendered features to unit CLIP-space features ([`Lift`]), and relevancy maps
+//! of a whole image ([`image_relevancy`]): what `query`, `eval lerf` and the viewer
+//! share.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
 use lsplat_ae::Autoencoder;
 use lsplat_core::Camera;
 use lsplat_cpu::gemm::{MatRef, gemm};
 use lsplat_data::embeddings::TextEmbeddings;
 use lsplat_data::run_dir::Decoder;
 use lsplat_device::Backend;
-use lsplat_query::picture::Colouring;
-use lsplat_query::{CANONICAL, normalize_rows, relevancy};
+use lsplat_render::views::Views;
 
-use crate::views::Views;
+use crate::picture::Colouring;
+use crate::{CANONICAL, QueryError, normalize_rows, relevancy};
+
+type Result<T, E = QueryError> = std::result::Result<T, E>;
 
 /// Pixels lifted and scored at once.
 const CHUNK: usize = 8192;
@@ -57,12 +59,16 @@ impl Lift {
         text: &TextEmbeddings,
     ) -> Result<Lift> {
         let lift = match (decoder, model) {
-            (Some(d), Some(p)) => bail!(
-                "run {} decodes its {channels} channels through its own {}; --model {} applies to LangSplat V1 runs",
-                run_dir.display(),
-                d.file.display(),
-                p.display()
-            ),
+            (Some(d), Some(p)) => {
+                return Err(QueryError::run(
+                    run_dir,
+                    format!(
+                        "decodes its {channels} channels through its own {}; --model {} applies to LangSplat V1 runs",
+                        d.file.display(),
+                        p.display()
+                    ),
+                ));
+            }
             (Some(d), None) => Lift::codebook(d, channels)?,
             (None, Some(p)) => {
                 let m = lsplat_ae::load_model(p)?.model;
@@ -81,31 +87,40 @@ impl Lift {
         };
         let dim = lift.text_dim(channels);
         if text.dim != dim {
-            match &lift {
-                Lift::Decode { path, .. } => bail!(
-                    "{}: the embeddings are {}-D but the autoencoder {} decodes to {dim}-D",
-                    text.path.display(),
-                    text.dim,
-                    path.display()
+            let tp = &text.path;
+            return Err(match &lift {
+                Lift::Decode { path, .. } => QueryError::text(
+                    tp,
+                    format!(
+                        "the embeddings are {}-D but the autoencoder {} decodes to {dim}-D",
+                        text.dim,
+                        path.display()
+                    ),
                 ),
-                Lift::Direct if channels < text.dim && channels <= 16 => bail!(
-                    "run {} has {channels}-channel features (LangSplat V1 codes?): give --model AE to decode them to {}-D",
-                    run_dir.display(),
-                    text.dim
+                Lift::Direct if channels < text.dim && channels <= 16 => QueryError::run(
+                    run_dir,
+                    format!(
+                        "has {channels}-channel features (LangSplat V1 codes?): give --model AE to decode them to {}-D",
+                        text.dim
+                    ),
                 ),
-                Lift::Direct => bail!(
-                    "{}: the embeddings are {}-D but the run {} has {dim}-D features",
-                    text.path.display(),
-                    text.dim,
-                    run_dir.display()
+                Lift::Direct => QueryError::text(
+                    tp,
+                    format!(
+                        "the embeddings are {}-D but the run {} has {dim}-D features",
+                        text.dim,
+                        run_dir.display()
+                    ),
                 ),
-                Lift::Codebook { path, .. } => bail!(
-                    "{}: the embeddings are {}-D but the codebook {} decodes to {dim}-D",
-                    text.path.display(),
-                    text.dim,
-                    path.display()
+                Lift::Codebook { path, .. } => QueryError::text(
+                    tp,
+                    format!(
+                        "the embeddings are {}-D but the codebook {} decodes to {dim}-D",
+                        text.dim,
+                        path.display()
+                    ),
                 ),
-            }
+            });
         }
         Ok(lift)
     }
@@ -113,11 +128,11 @@ impl Lift {
     /// The codebook lift of a run's `decoder` (`[channels, D]`).
     fn codebook(d: &Decoder, channels: usize) -> Result<Lift> {
         if d.dim == 0 || d.matrix.len() != channels * d.dim {
-            bail!(
+            return Err(QueryError::Shape(format!(
                 "{}: {} values are not {channels} codebook rows",
                 d.file.display(),
                 d.matrix.len()
-            );
+            )));
         }
         let mut gram = vec![0.0f32; channels * channels];
         for (i, a) in d.matrix.chunks_exact(d.dim).enumerate() {
@@ -216,7 +231,7 @@ pub fn colouring(run: &lsplat_data::run_dir::RunInputs) -> Colouring {
         return Colouring::fit(&run.features, c);
     };
     let n = run.features.len() / c.max(1);
-    let stride = n.div_ceil(lsplat_query::picture::PCA_SAMPLE).max(1);
+    let stride = n.div_ceil(crate::picture::PCA_SAMPLE).max(1);
     let sample: Vec<f32> = run
         .features
         .chunks_exact(c)
@@ -289,7 +304,7 @@ pub fn image_relevancy<B: Backend>(
     cam: &Camera,
     lift: &Lift,
     (positives, negatives): (&[f32], &[f32]),
-    colouring: Option<&lsplat_query::picture::Colouring>,
+    colouring: Option<&Colouring>,
 ) -> Result<ImageRelevancy> {
     let c = views.channels();
     let dim = lift.dim(c);
@@ -298,7 +313,7 @@ pub fn image_relevancy<B: Backend>(
     let mut maps = vec![vec![0f32; hw]; q];
     let mut rgb = Vec::with_capacity(hw * 3);
     let mut alpha = Vec::with_capacity(hw);
-    views.render(cam, |band| {
+    views.render::<QueryError>(cam, |band| {
         let base = band.y0 as usize * band.width as usize;
         alpha.extend_from_slice(band.alpha);
         if let Some(c) = colouring {
@@ -314,7 +329,7 @@ pub fn image_relevancy<B: Backend>(
                 }
             }
         }
-        Ok::<_, anyhow::Error>(())
+        Ok(())
     })?;
     Ok(ImageRelevancy { maps, rgb, alpha })
 }
@@ -355,7 +370,7 @@ pub fn relevancy_of(sims: &[f32], q: usize, j: usize) -> Vec<f32> {
         .flat_map(|row| {
             let (pos, neg) = row.split_at(q);
             pos.iter()
-                .map(|&s| lsplat_query::relevancy::from_similarities(s, neg))
+                .map(|&s| crate::relevancy::from_similarities(s, neg))
         })
         .collect()
 }
@@ -370,9 +385,9 @@ pub fn image_similarities<B: Backend>(
 ) -> Result<Vec<f32>> {
     let c = views.channels();
     let mut out = Vec::new();
-    views.render(cam, |band| {
+    views.render::<QueryError>(cam, |band| {
         out.extend(row_similarities(band.features, c, lift, text)?);
-        Ok::<_, anyhow::Error>(())
+        Ok(())
     })?;
     Ok(out)
 }
