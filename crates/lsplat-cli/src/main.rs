@@ -24,6 +24,7 @@ mod synth;
 mod text;
 mod train;
 mod train_model;
+mod view;
 mod views;
 
 use std::path::PathBuf;
@@ -81,6 +82,9 @@ enum Command {
     /// From images to LangSplat language features: SAM masks at three levels, mask NMS,
     /// CLIP features (`language_features/`), optionally an engine dataset.
     Preprocess(preprocess::PreprocessArgs),
+    /// Serve an interactive web viewer of a run (free camera; colours, language
+    /// features, relevancy and segmentation of queries) and print its URL.
+    View(view::ViewArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -254,6 +258,7 @@ fn main() -> std::process::ExitCode {
         Command::Embed(a) => clip::embed(a),
         Command::Eval(c) => eval::run(c),
         Command::Preprocess(a) => preprocess::run(a),
+        Command::View(a) => view::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -52,6 +52,9 @@ pub struct QueryArgs {
     /// Overwrite a finished (or interrupted, unfinished) query output in --out.
     #[arg(long)]
     pub force: bool,
+    /// Cameras from a JSON file of poses instead of the run's (as `render --pose`).
+    #[arg(long, conflicts_with = "cameras")]
+    pub pose: Option<PathBuf>,
 }
 
 /// Files every camera's folder holds besides the queries' (a query may not take
@@ -156,7 +159,15 @@ impl BackendVisitor for QueryJob {
             queries,
             args,
         } = self;
-        let cams = pick_cameras(&run.cameras, &args.cameras)?;
+        let posed = match &args.pose {
+            Some(p) => lsplat_view::protocol::read_poses(p)?,
+            None => Vec::new(),
+        };
+        let cams = if args.pose.is_some() {
+            posed.iter().collect()
+        } else {
+            pick_cameras(&run.cameras, &args.cameras)?
+        };
         let min_alpha = args.min_alpha.unwrap_or(run.config.query.min_alpha);
         crate::views::check_image_memory(&cams, queries.len() + 1)?;
         let (pos, neg) = text_rows(&text, &queries)?;

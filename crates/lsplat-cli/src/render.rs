@@ -72,6 +72,14 @@ pub struct RenderArgs {
     /// Overwrite a finished (or interrupted, unfinished) render output in --out.
     #[arg(long)]
     pub force: bool,
+    /// Render these cameras instead of the run's: a JSON file holding one camera pose
+    /// (what the viewer's "copy camera" gives) or a list of them (docs/viewer.md).
+    #[arg(long, conflicts_with = "cameras")]
+    pub pose: Option<PathBuf>,
+    /// Also write `<camera>_rgb.png`: the splats' own colours (their SH, degree 0-3,
+    /// evaluated for the camera), as the viewer's RGB mode shows them.
+    #[arg(long)]
+    pub colours: bool,
 }
 
 /// Runs `render`.
@@ -190,7 +198,20 @@ impl BackendVisitor for RenderJob {
 
     fn visit<B: Backend>(self, dev: B) -> Result<()> {
         let RenderJob { run, args, files } = self;
-        let cams = pick_cameras(&run.cameras, &args.cameras)?;
+        let posed = match &args.pose {
+            Some(p) => lsplat_view::protocol::read_poses(p)?,
+            None => Vec::new(),
+        };
+        let cams = if args.pose.is_some() {
+            posed.iter().collect()
+        } else {
+            pick_cameras(&run.cameras, &args.cameras)?
+        };
+        let colours = if args.colours {
+            Some(lsplat_view::scene::read_colours(&run)?)
+        } else {
+            None
+        };
         crate::views::check_image_memory(&cams, 0)?;
         // The folder follows the run rule; summary.json, written last, marks it finished.
         let layout = match &files {
@@ -248,7 +269,14 @@ impl BackendVisitor for RenderJob {
                 r?;
             }
             let png = png_rgb(cam.width, cam.height, &rgb)?;
-            write_bytes_atomic(&files.paths(&cam.name).1, &png)?;
+            let png_path = files.paths(&cam.name).1;
+            write_bytes_atomic(&png_path, &png)?;
+            if let Some(col) = &colours {
+                let rgb = colour_picture(&dev, &run, col, cam)?;
+                let png = png_rgb(cam.width, cam.height, &rgb)?;
+                let stem = png_path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+                write_bytes_atomic(&png_path.with_file_name(format!("{stem}_rgb.png")), &png)?;
+            }
             pixels += (w * h) as u64;
             bar.inc(1);
         }
@@ -283,4 +311,33 @@ impl BackendVisitor for RenderJob {
         println!("wrote {}", files.shown().display());
         Ok(())
     }
+}
+
+/// The splats' colours seen from `cam` (`[r, g, b]` composited over black, RGB8).
+pub fn colour_picture<B: Backend>(
+    dev: &B,
+    run: &RunInputs,
+    colours: &lsplat_view::scene::Colours,
+    cam: &lsplat_core::Camera,
+) -> Result<Vec<u8>> {
+    let n = run.gaussians.len();
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    let mut rows = vec![0f32; n * 4];
+    let c = cam.centre();
+    colours.rows_into(&run.gaussians.means, [c.x, c.y, c.z], threads, &mut rows);
+    let rgb3: Vec<f32> = rows
+        .chunks_exact(4)
+        .flat_map(|r| [r[0], r[1], r[2]])
+        .collect();
+    let views = Views::new(dev, &run.gaussians, &rgb3, 3, &run.config)?;
+    let mut out = Vec::with_capacity(cam.pixel_count() * 3);
+    views.render::<anyhow::Error>(cam, |b| {
+        out.extend(
+            b.features
+                .iter()
+                .map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8),
+        );
+        Ok(())
+    })?;
+    Ok(out)
 }

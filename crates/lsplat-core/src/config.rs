@@ -1017,6 +1017,42 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The web viewer (`lsplat-engine view`): server and frame defaults. Not part of a
+/// run's configuration; `view`'s options override these.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ViewConfig {
+    /// Address to bind (loopback: only this machine can connect).
+    pub host: String,
+    /// Port (0: any free port).
+    pub port: u16,
+    /// Cells per axis of the table over a LangSplat V1 run's 3-D code space whose
+    /// vertices are decoded and interpolated instead of decoding every pixel.
+    pub table_cells: usize,
+    /// JPEG quality range of full frames (adapted to the frame time).
+    pub jpeg_quality: (u8, u8),
+    /// JPEG quality of previews.
+    pub preview_quality: u8,
+    /// Budget of a full frame in milliseconds (the quality adapts to it).
+    pub frame_budget_ms: f64,
+    /// Budget of a preview frame in milliseconds (its resolution adapts to it).
+    pub preview_budget_ms: f64,
+}
+
+impl Default for ViewConfig {
+    fn default() -> Self {
+        ViewConfig {
+            host: "127.0.0.1".to_string(),
+            port: 8080,
+            table_cells: 64,
+            jpeg_quality: (70, 92),
+            preview_quality: 60,
+            frame_budget_ms: 100.0,
+            preview_budget_ms: 30.0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,7 +22,9 @@ pub mod pointseg;
 pub mod relevancy;
 pub mod score;
 pub mod select;
+pub mod text;
 
 pub use error::QueryError;
 pub use lift::{ImageRelevancy, Lift, image_relevancy, text_rows};
 pub use relevancy::{CANONICAL, normalize_rows, relevancy};
+pub use text::TextEncoder;

@@ -1,5 +1,6 @@
 //! Helpers shared by the binary's integration tests.
 
+pub mod browser;
 pub mod cli;
 
 /// The Python with the real clients (pyarrow, plyfile, safetensors) named by

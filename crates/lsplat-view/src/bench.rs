@@ -1,0 +1,95 @@
+//! Frame timings without a browser (`lsplat-engine view --bench`): every mode at one
+//! camera, repeated, the minimum of each stage reported (the machine may be shared).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use lsplat_core::Camera;
+use lsplat_device::Backend;
+
+use crate::Result;
+use crate::encode::{Format, encode};
+use crate::frame::{FrameRequest, Mode, Query, Renderer, Timings};
+use crate::table::DecodeStats;
+
+/// The timings of one mode.
+#[derive(Clone, Debug)]
+pub struct ModeTimes {
+    /// The mode (and "exact" for V1 per-pixel decoding).
+    pub label: String,
+    /// Per-stage minimum over the repeats (each stage's own minimum).
+    pub min: Timings,
+    /// JPEG encoding at the quality given, minimum.
+    pub encode_ms: f64,
+    /// Bytes of that JPEG.
+    pub jpeg_bytes: usize,
+    /// The first repeat's total (cold: tables empty, buffers unallocated).
+    pub first_ms: f64,
+    /// Decoding work of the first repeat.
+    pub first_decode: DecodeStats,
+}
+
+/// Renders `modes` at `camera` `repeats` times each on `level`.
+pub fn bench<B: Backend>(
+    r: &mut Renderer<B>,
+    camera: &Camera,
+    level: u8,
+    query: Option<Arc<Query>>,
+    modes: &[(Mode, bool)],
+    repeats: usize,
+    quality: u8,
+) -> Result<Vec<ModeTimes>> {
+    let mut out = Vec::new();
+    for &(mode, exact) in modes {
+        let req = FrameRequest {
+            camera: camera.clone(),
+            mode,
+            level,
+            query: query.clone(),
+            threshold: 0.4,
+            exact,
+        };
+        let mut best: Option<Timings> = None;
+        let (mut enc_ms, mut bytes, mut first, mut first_decode) = (f64::INFINITY, 0, 0.0, None);
+        for _ in 0..repeats.max(1) {
+            let f = r.render(&req)?;
+            let t = Instant::now();
+            let jpg = encode(&f.rgb, f.width, f.height, Format::Jpeg, quality)?;
+            enc_ms = enc_ms.min(t.elapsed().as_secs_f64() * 1e3);
+            bytes = jpg.len();
+            if first_decode.is_none() {
+                first = f.timings.total;
+                first_decode = Some(f.decode);
+            }
+            let t = f.timings;
+            best = Some(match best {
+                None => t,
+                Some(b) => Timings {
+                    colours: b.colours.min(t.colours),
+                    project: b.project.min(t.project),
+                    rasterize: b.rasterize.min(t.rasterize),
+                    relevancy: b.relevancy.min(t.relevancy),
+                    shade: b.shade.min(t.shade),
+                    total: b.total.min(t.total),
+                },
+            });
+        }
+        let name = serde_json::to_value(mode)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        out.push(ModeTimes {
+            label: if exact {
+                format!("{name} (exact)")
+            } else {
+                name
+            },
+            min: best.unwrap_or_default(),
+            encode_ms: enc_ms,
+            jpeg_bytes: bytes,
+            first_ms: first,
+            first_decode: first_decode.unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,547 @@
+//! One frame: a camera, a mode and a level rendered on a backend into an RGB8 picture,
+//! with the time of each stage.
+//!
+//! Each level's Gaussians carry one row `[r, g, b, 1, semantic channels…]` (padded to
+//! a channel count the CPU rasterizer specialises), composited in one pass, band by
+//! band (bands of whole tile rows bound the memory of wide features). The colours
+//! come from the splats' SH: for SH of degree ≥ 1 they are evaluated for the camera
+//! centre every frame; the RGB mode composites `[r, g, b, 1]` alone.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use lsplat_core::{Camera, TileGrid};
+use lsplat_device::{Backend, CameraParams, PixelSet};
+use lsplat_query::lerf::{Protocol, blend, threshold};
+use lsplat_query::picture::heat_over;
+use lsplat_render::Scratch;
+
+use crate::answers::relevancy;
+use crate::scene::{Level, Semantic, ViewScene};
+use crate::table::DecodeStats;
+use crate::{Result, ViewError};
+
+/// Values a band holds at most (64 MB of f32).
+const BAND_VALUES: usize = 16 << 20;
+/// Opacity below which a pixel is background.
+const ALPHA_MIN: f32 = 1e-6;
+/// Resolutions whose pixel sets are kept.
+const KEPT_SIZES: usize = 4;
+
+/// What a frame shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The splats' colours.
+    Rgb,
+    /// The PCA of the decoded language features.
+    Features,
+    /// LangSplat's relevancy of a query as a heat map over the colours.
+    Relevancy,
+    /// The query's segmentation (LangSplat's smoothing, normalised threshold and
+    /// clean-up) over the colours.
+    Segmentation,
+}
+
+impl Mode {
+    /// True for the modes that need a query.
+    pub fn needs_query(self) -> bool {
+        matches!(self, Mode::Relevancy | Mode::Segmentation)
+    }
+}
+
+/// A query's unit embedding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Query {
+    /// The phrase.
+    pub phrase: String,
+    /// Its unit embedding `[D]`.
+    pub unit: Vec<f32>,
+}
+
+/// What to render.
+#[derive(Clone, Debug)]
+pub struct FrameRequest {
+    /// The camera (pose, intrinsics, size).
+    pub camera: Camera,
+    /// The mode.
+    pub mode: Mode,
+    /// The level (LangSplat's number).
+    pub level: u8,
+    /// The query of the relevancy and segmentation modes.
+    pub query: Option<Arc<Query>>,
+    /// The segmentation threshold on the normalised map (LangSplat: 0.4).
+    pub threshold: f32,
+    /// Decode every pixel exactly (LangSplat V1) instead of through the code table.
+    pub exact: bool,
+}
+
+/// Milliseconds spent per stage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Timings {
+    /// SH colours of the Gaussians for this camera.
+    pub colours: f64,
+    /// Projection and binning.
+    pub project: f64,
+    /// Compositing and reading the bands back.
+    pub rasterize: f64,
+    /// Per-pixel answers: decoding (V1's table or decoder, V2's codebook directions)
+    /// and relevancy.
+    pub relevancy: f64,
+    /// Turning values into the picture (heat map, segmentation, PCA colours).
+    pub shade: f64,
+    /// The whole frame.
+    pub total: f64,
+}
+
+/// A rendered frame.
+#[derive(Clone, Debug)]
+pub struct Frame {
+    /// Width.
+    pub width: u32,
+    /// Height.
+    pub height: u32,
+    /// RGB8, row-major.
+    pub rgb: Vec<u8>,
+    /// The relevancy map (relevancy and segmentation modes), row-major.
+    pub relevancy: Option<Vec<f32>>,
+    /// Stage times.
+    pub timings: Timings,
+    /// Decoding work of a V1 level.
+    pub decode: DecodeStats,
+}
+
+struct BandSet<B: Backend> {
+    y0: u32,
+    rows: u32,
+    order: Vec<u32>,
+    set: PixelSet<B>,
+}
+
+/// A scene resident on a backend, rendering frames.
+pub struct Renderer<B: Backend> {
+    dev: Arc<B>,
+    scene: Arc<ViewScene>,
+    geometry: B::Geometry,
+    rgb_rows: Vec<f32>,
+    rgb_buf: B::Buf<f32>,
+    level_rows: HashMap<u8, (Vec<f32>, B::Buf<f32>, usize)>,
+    scratch: Scratch<B>,
+    bands: Vec<((u32, u32, usize), Vec<BandSet<B>>)>,
+    out: Option<B::Buf<f32>>,
+    colours_for: Option<[f32; 3]>,
+    threads: usize,
+}
+
+/// The padded row width of `4 + k` channels (the CPU rasterizer's fixed counts).
+fn padded(k: usize) -> usize {
+    match 4 + k {
+        n @ (4 | 8 | 9 | 12 | 16) => n,
+        n if n < 8 => 8,
+        n if n < 12 => 12,
+        n if n < 16 => 16,
+        n => n,
+    }
+}
+
+impl<B: Backend> Renderer<B> {
+    /// Uploads the scene's splats and colours.
+    pub fn new(dev: Arc<B>, scene: Arc<ViewScene>, threads: usize) -> Result<Self> {
+        let n = scene.gaussians.len();
+        let rgb_rows = vec![0f32; n * 4];
+        let geometry = dev.upload_geometry(&scene.gaussians)?;
+        let rgb_buf = dev.upload(&rgb_rows)?;
+        let mut r = Renderer {
+            dev,
+            scene,
+            geometry,
+            rgb_rows,
+            rgb_buf,
+            level_rows: HashMap::new(),
+            scratch: Scratch::default(),
+            bands: Vec::new(),
+            out: None,
+            colours_for: None,
+            threads: threads.max(1),
+        };
+        r.update_colours([0.0; 3])?;
+        Ok(r)
+    }
+
+    /// The backend.
+    pub fn device(&self) -> &B {
+        &self.dev
+    }
+
+    /// The scene.
+    pub fn scene(&self) -> &Arc<ViewScene> {
+        &self.scene
+    }
+
+    /// Re-evaluates view-dependent colours for `eye` (once for view-independent ones).
+    fn update_colours(&mut self, eye: [f32; 3]) -> Result<()> {
+        let colours = &self.scene.colours;
+        if self.colours_for.is_some()
+            && (colours.view_independent() || self.colours_for == Some(eye))
+        {
+            return Ok(());
+        }
+        colours.rows_into(
+            &self.scene.gaussians.means,
+            eye,
+            self.threads,
+            &mut self.rgb_rows,
+        );
+        self.dev.upload_into(&mut self.rgb_buf, &self.rgb_rows)?;
+        self.colours_for = Some(eye);
+        // Levels' rows carry the colours too: refreshed when next used.
+        for (rows, _, _) in self.level_rows.values_mut() {
+            rows.clear();
+        }
+        Ok(())
+    }
+
+    /// The level's `[N, stride]` rows on the device (built on first use, colours
+    /// refreshed after they change).
+    fn level_buf(&mut self, level: &Level) -> Result<usize> {
+        let stride = padded(level.channels);
+        let entry = self.level_rows.entry(level.level);
+        let (rows, buf, _) = match entry {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let n = self.scene.gaussians.len();
+                let buf = self.dev.alloc::<f32>(n * stride)?;
+                v.insert((Vec::new(), buf, stride))
+            }
+        };
+        if rows.is_empty() {
+            let n = self.scene.gaussians.len();
+            rows.resize(n * stride, 0.0);
+            for ((dst, rgb), sem) in rows
+                .chunks_exact_mut(stride)
+                .zip(self.rgb_rows.chunks_exact(4))
+                .zip(level.rows.chunks_exact(level.channels))
+            {
+                dst[..4].copy_from_slice(rgb);
+                dst[4..4 + level.channels].copy_from_slice(sem);
+            }
+            self.dev.upload_into(buf, rows)?;
+        }
+        Ok(stride)
+    }
+
+    /// The bands of a `width × height` image for rows of `stride` values.
+    fn bands_for(&mut self, grid: TileGrid, stride: usize) -> Result<usize> {
+        let key = (grid.width, grid.height, stride);
+        if let Some(i) = self.bands.iter().position(|(k, _)| *k == key) {
+            return Ok(i);
+        }
+        let tile = grid.tile_size;
+        let tile_rows =
+            (BAND_VALUES / (grid.width as usize * tile as usize * stride)).max(1) as u32;
+        let band_h = tile_rows * tile;
+        let mut sets = Vec::new();
+        for y0 in (0..grid.height).step_by(band_h as usize) {
+            let y1 = (y0 + band_h).min(grid.height);
+            let width = grid.width;
+            let (order, offsets) = grid.select_pixels(|p| (y0..y1).contains(&(p / width)));
+            let set = PixelSet::upload(&*self.dev, grid, &order, &offsets)?;
+            sets.push(BandSet {
+                y0,
+                rows: y1 - y0,
+                order,
+                set,
+            });
+        }
+        if self.bands.len() >= KEPT_SIZES {
+            self.bands.remove(0);
+        }
+        self.bands.push((key, sets));
+        Ok(self.bands.len() - 1)
+    }
+
+    /// Renders one frame.
+    pub fn render(&mut self, req: &FrameRequest) -> Result<Frame> {
+        let t0 = Instant::now();
+        let mut tm = Timings::default();
+        let cam = &req.camera;
+        if cam.width == 0 || cam.height == 0 {
+            return Err(ViewError::Request(format!(
+                "a frame of {}x{} pixels",
+                cam.width, cam.height
+            )));
+        }
+        let scene = self.scene.clone();
+        let level = scene.level(req.level).ok_or_else(|| {
+            ViewError::Request(format!(
+                "no level {} in {} (levels: {})",
+                req.level,
+                scene.name,
+                scene
+                    .levels
+                    .iter()
+                    .map(|l| l.level.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        let query = match (req.mode.needs_query(), &req.query) {
+            (false, _) => None,
+            (true, Some(q)) => Some(q.clone()),
+            (true, None) => return Err(ViewError::Request("type a query first".into())),
+        };
+        if query.is_some() && scene.canonical.is_none() {
+            return Err(ViewError::Request(
+                "no text embeddings: start the viewer with --text (or --clip) to ask queries"
+                    .into(),
+            ));
+        }
+        if req.mode != Mode::Rgb && matches!(level.semantic, Semantic::Plain(_)) && query.is_some()
+        {
+            return Err(ViewError::Request(format!(
+                "level {}: {}: give --model (the autoencoder) to ask queries",
+                level.level,
+                level.semantic.describe()
+            )));
+        }
+
+        let t = Instant::now();
+        let c = cam.centre();
+        self.update_colours([c.x, c.y, c.z])?;
+        tm.colours = ms(t);
+
+        let t = Instant::now();
+        let cfg = &scene.config.render;
+        let grid = TileGrid::new(cfg.tile_size, cam.width, cam.height);
+        self.dev.project(
+            &self.geometry,
+            &CameraParams::new(cam, cfg.near, cfg.far),
+            grid,
+            &mut self.scratch.projection,
+        )?;
+        self.dev
+            .bin_and_sort(&self.scratch.projection, grid, &mut self.scratch.bins)?;
+        tm.project = ms(t);
+
+        let stride = if req.mode == Mode::Rgb {
+            4
+        } else {
+            self.level_buf(level)?
+        };
+        let bi = self.bands_for(grid, stride)?;
+        let (w, h) = (cam.width as usize, cam.height as usize);
+        let mut rgb = vec![0u8; w * h * 3];
+        let mut map = query.as_ref().map(|_| vec![0f32; w * h]);
+        let mut feature_rgb = if req.mode == Mode::Features {
+            vec![0u8; w * h * 3]
+        } else {
+            Vec::new()
+        };
+        let mut decode = DecodeStats::default();
+        let targets = self.targets(level, req.mode, query.as_deref());
+        let mut band = Vec::new();
+        for b in 0..self.bands[bi].1.len() {
+            let t = Instant::now();
+            let bs = &self.bands[bi].1[b];
+            if bs.set.len == 0 {
+                continue;
+            }
+            let features = if stride == 4 {
+                &self.rgb_buf
+            } else {
+                &self.level_rows[&level.level].1
+            };
+            let need = bs.set.len * stride;
+            let out = match self.out.take() {
+                Some(o) if B::buf_len(&o) >= need => o,
+                _ => self.dev.alloc::<f32>(need)?,
+            };
+            let out = self.out.insert(out);
+            self.dev.rasterize(
+                &self.scratch.projection,
+                &self.scratch.bins,
+                &bs.set,
+                features,
+                stride,
+                out,
+            )?;
+            let tiled = self.dev.download(out)?;
+            band.clear();
+            band.resize(bs.rows as usize * w * stride, 0.0);
+            let base = bs.y0 as usize * w;
+            for (i, &p) in bs.order.iter().enumerate() {
+                let q = p as usize - base;
+                band[q * stride..(q + 1) * stride]
+                    .copy_from_slice(&tiled[i * stride..(i + 1) * stride]);
+            }
+            tm.rasterize += ms(t);
+
+            let t = Instant::now();
+            let px = &mut rgb[base * 3..(base + band.len() / stride) * 3];
+            for (o, r) in px.chunks_exact_mut(3).zip(band.chunks_exact(stride)) {
+                for k in 0..3 {
+                    o[k] = (r[k].clamp(0.0, 1.0) * 255.0).round() as u8;
+                }
+            }
+            tm.shade += ms(t);
+            if req.mode == Mode::Rgb {
+                continue;
+            }
+            let t = Instant::now();
+            let (dots, st) = self.dots(level, &band, stride, &targets, req.exact)?;
+            decode.vertices += st.vertices;
+            decode.pixels += st.pixels;
+            let nt = targets.as_ref().map_or(0, |t| t.1);
+            if let (Some(m), true) = (map.as_mut(), nt > 0) {
+                for (i, d) in dots.chunks_exact(nt).enumerate() {
+                    m[base + i] = relevancy(d[4], &d[..4]);
+                }
+            }
+            tm.relevancy += ms(t);
+            if req.mode == Mode::Features {
+                let t = Instant::now();
+                let px = &mut feature_rgb[base * 3..(base + band.len() / stride) * 3];
+                self.feature_colours(level, &band, stride, &dots, nt, px);
+                tm.shade += ms(t);
+            }
+        }
+        let t = Instant::now();
+        let picture = match req.mode {
+            Mode::Rgb => rgb,
+            Mode::Features => feature_rgb,
+            Mode::Relevancy => heat_over(map.as_deref().unwrap_or_default(), &rgb),
+            Mode::Segmentation => {
+                let m = map.as_deref().unwrap_or_default();
+                let mask = segment(m, w, h, req.threshold);
+                segmentation_picture(&mask, &rgb)
+            }
+        };
+        tm.shade += ms(t);
+        tm.total = ms(t0);
+        Ok(Frame {
+            width: cam.width,
+            height: cam.height,
+            rgb: picture,
+            relevancy: map,
+            timings: tm,
+            decode,
+        })
+    }
+
+    /// The unit targets of a frame and their count: relevancy `[canonical 4, query]`,
+    /// features `[3 PCA axes]`; in the level's target space.
+    fn targets(
+        &self,
+        level: &Level,
+        mode: Mode,
+        query: Option<&Query>,
+    ) -> Option<(Vec<f32>, usize)> {
+        let unit: Vec<f32> = match (mode, query) {
+            (Mode::Rgb, _) => return None,
+            (Mode::Features, _) => level.pca.as_ref()?.axes.clone(),
+            (_, Some(q)) => {
+                let mut v = self.scene.canonical.clone()?;
+                v.extend_from_slice(&q.unit);
+                v
+            }
+            (_, None) => return None,
+        };
+        let dim = level.semantic.text_dim()?;
+        let n = unit.len() / dim;
+        Some(match &level.semantic {
+            Semantic::Linear(l) => (l.targets(&unit), n),
+            _ => (unit, n),
+        })
+    }
+
+    /// Dot products `[P, T]` of a band's pixels with the targets.
+    fn dots(
+        &self,
+        level: &Level,
+        band: &[f32],
+        stride: usize,
+        targets: &Option<(Vec<f32>, usize)>,
+        exact: bool,
+    ) -> Result<(Vec<f32>, DecodeStats)> {
+        let Some((t, _)) = targets else {
+            return Ok((Vec::new(), DecodeStats::default()));
+        };
+        Ok(match &level.semantic {
+            Semantic::Linear(l) => (l.dots(band, stride, 4, t), DecodeStats::default()),
+            Semantic::Decoded(d) => d.dots(band, stride, 4, t, exact, self.threads)?,
+            Semantic::Plain(_) => (Vec::new(), DecodeStats::default()),
+        })
+    }
+
+    /// The features picture of a band: the PCA colours of the decoded features, or,
+    /// without a text space, the picture `render` draws.
+    fn feature_colours(
+        &self,
+        level: &Level,
+        band: &[f32],
+        stride: usize,
+        dots: &[f32],
+        nt: usize,
+        out: &mut [u8],
+    ) {
+        match (&level.semantic, &level.pca) {
+            (Semantic::Plain(col), _) => {
+                let c = level.channels;
+                let feats: Vec<f32> = band
+                    .chunks_exact(stride)
+                    .flat_map(|r| r[4..4 + c].iter().copied())
+                    .collect();
+                let alpha: Vec<f32> = band.chunks_exact(stride).map(|r| r[3]).collect();
+                out.copy_from_slice(&col.rgb(&feats, &alpha));
+            }
+            // A text space too narrow for three axes: black.
+            (_, None) => out.fill(0),
+            (_, Some(pca)) => {
+                for ((o, r), d) in out
+                    .chunks_exact_mut(3)
+                    .zip(band.chunks_exact(stride))
+                    .zip(dots.chunks_exact(nt.max(1)))
+                {
+                    let a = r[3];
+                    let c = if a <= ALPHA_MIN {
+                        [0; 3]
+                    } else {
+                        pca.rgb([d[0], d[1], d[2]], a)
+                    };
+                    o.copy_from_slice(&c);
+                }
+            }
+        }
+    }
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// LangSplat's segmentation of one relevancy map: the 30×30 box blend, the
+/// normalised threshold, the 7×7 majority vote.
+pub fn segment(map: &[f32], w: usize, h: usize, thresh: f32) -> Vec<u8> {
+    let p = Protocol::LangSplat;
+    let blended = blend(map, &p.smooth(map, w, h));
+    p.clean(&threshold(&blended, thresh), w, h)
+}
+
+/// The segmentation over the colours: inside, the colours tinted orange; outside,
+/// the colours at 35%.
+pub fn segmentation_picture(mask: &[u8], rgb: &[u8]) -> Vec<u8> {
+    const TINT: [f32; 3] = [255.0, 120.0, 20.0];
+    let mut out = Vec::with_capacity(rgb.len());
+    for (m, px) in mask.iter().zip(rgb.chunks_exact(3)) {
+        for k in 0..3 {
+            let v = px[k] as f32;
+            out.push(if *m != 0 {
+                (0.45 * v + 0.55 * TINT[k]).round() as u8
+            } else {
+                (0.35 * v).round() as u8
+            });
+        }
+    }
+    out
+}
