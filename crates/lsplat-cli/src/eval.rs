@@ -198,7 +198,8 @@ pub fn level_lifts(
     runs.iter()
         .zip(dirs)
         .map(|(r, d)| Lift::new(d, r.channels, r.decoder.as_ref(), model, text))
-        .collect()
+        .collect::<Result<_, _>>()
+        .map_err(Into::into)
 }
 
 /// The device the runs render on: the first run's, or `backend`.
@@ -383,7 +384,7 @@ fn lerf_2d<B: Backend>(i: &LerfInputs, dev: &B, protocol: lerf::Protocol) -> Res
             .iter()
             .zip(&i.lifts)
             .map(|(v, l)| image_relevancy(v, cam, l, (&l.text(&pos), &l.text(&neg)), None))
-            .collect::<Result<_>>()?;
+            .collect::<Result<_, _>>()?;
         let (w, h) = (frame.width as usize, frame.height as usize);
         for (k, q) in queries.iter().enumerate() {
             let maps: Vec<Vec<f32>> = per_level.iter().map(|l| l.maps[k].clone()).collect();

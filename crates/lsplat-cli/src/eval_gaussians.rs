@@ -129,7 +129,7 @@ pub fn run(a: GaussiansArgs) -> Result<()> {
         .iter()
         .zip(&lifts)
         .map(|(r, l)| row_similarities(&r.features, r.channels, l, &rows))
-        .collect::<Result<_>>()?;
+        .collect::<Result<_, _>>()?;
     let k = names.len();
     let (predicted, level) = label_view(&sims, k, a.negatives);
     let g = &runs[0].gaussians;

@@ -209,7 +209,7 @@ impl BackendVisitor for OvsJob {
                 .iter()
                 .zip(&lifts)
                 .map(|(v, l)| image_similarities(v, cam, l, &rows))
-                .collect::<Result<_>>()?;
+                .collect::<Result<_, _>>()?;
             let (labels, level) = label_view(&sims, k, args.negatives);
             scores.push(score_view(&labels, &masks));
             pictures.push(picture(&labels, &masks));
