@@ -19,9 +19,9 @@ use serde_json::json;
 use crate::eval_lerf3d::{Lerf3dArgs, Select3d};
 use crate::eval_report::{Common, Outcome, Pair, overlay_path};
 use crate::progress::{Cadence, Progress};
-use lsplat_query::lift::{Lift, image_relevancy, text_rows};
 use crate::text::TextSource;
 use crate::views::Views;
+use lsplat_query::lift::{Lift, image_relevancy, text_rows};
 
 /// `eval` subcommands.
 #[derive(clap::Subcommand, Debug)]

@@ -15,8 +15,8 @@ use serde_json::json;
 
 use crate::eval::{level_lifts, load_level_runs};
 use crate::eval_ovs::label_view;
-use lsplat_query::lift::{row_similarities, text_rows};
 use crate::text::TextSource;
+use lsplat_query::lift::{row_similarities, text_rows};
 
 /// OpenGaussian's opacity below which a Gaussian is not scored.
 pub const MIN_OPACITY: f32 = 0.1;

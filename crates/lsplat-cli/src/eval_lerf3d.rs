@@ -18,8 +18,8 @@ use serde_json::json;
 use crate::eval::LerfInputs;
 use crate::eval_report::{Outcome, Pair, overlay_path};
 use crate::progress::{Cadence, Progress};
-use lsplat_query::lift::{relevancy_of, row_similarities, text_rows};
 use crate::views::Views;
+use lsplat_query::lift::{relevancy_of, row_similarities, text_rows};
 
 /// Options of the 3D protocol (`--protocol 3d` or `all`).
 #[derive(clap::Args, Debug, Default)]

@@ -25,9 +25,9 @@ use serde_json::{Value, json};
 
 use crate::eval::{FrameMatch, level_lifts, load_level_runs, open_device};
 use crate::progress::{Cadence, Progress};
-use lsplat_query::lift::{Lift, image_similarities, relevancy_of, text_rows};
 use crate::text::TextSource;
 use crate::views::Views;
+use lsplat_query::lift::{Lift, image_similarities, relevancy_of, text_rows};
 
 /// Options of `eval 3dovs`.
 #[derive(clap::Args, Debug)]

@@ -13,8 +13,8 @@ use lsplat_query::picture::{png_rgb, turbo};
 use lsplat_render::BackendVisitor;
 
 use crate::progress::{Cadence, Progress};
-use lsplat_query::lift::{Lift, image_relevancy, text_rows};
 use crate::views::{Views, file_stem, open_run, pick_cameras};
+use lsplat_query::lift::{Lift, image_relevancy, text_rows};
 
 /// Options of `query`.
 #[derive(clap::Args, Debug)]

@@ -7,8 +7,8 @@
 //! where `#[cfg(feature = ...)]` selects real backends or stubs.
 
 pub mod cache;
-pub mod csr;
 pub mod colour;
+pub mod csr;
 pub mod device;
 pub mod eval;
 mod stub;
