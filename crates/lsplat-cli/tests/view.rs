@@ -48,7 +48,9 @@ struct Scene {
 
 fn scene() -> Scene {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
+    // synth owns its folder: the splat file lives beside it.
+    let root = dir.path().join("scene");
+    let ply_path = dir.path().join("tiny.ply");
     let demo = lsplat_data::demo::generate(
         &lsplat_core::config::DemoConfig {
             gaussians: 1500,
@@ -85,11 +87,11 @@ fn scene() -> Scene {
         extra_names: Vec::new(),
         extra: Vec::new(),
     };
-    lsplat_data::ply::write_ply(&root.join("tiny.ply"), &ply).unwrap();
+    lsplat_data::ply::write_ply(&ply_path, &ply).unwrap();
     ok(&[
         "synth",
         "--splats",
-        s(&root.join("tiny.ply")),
+        s(&ply_path),
         "--orbit",
         "4",
         "--width",
