@@ -20,6 +20,7 @@ use lsplat_device::{Backend, CameraParams, PixelSet};
 
 pub mod kmeans;
 pub mod orbit;
+mod tile;
 
 /// Options of `synth`.
 #[derive(clap::Args, Debug)]
@@ -54,6 +55,20 @@ pub struct SynthArgs {
     /// Seed of the clustering and the features.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Repeat the splat on an AxB grid across the up axis (copies side by side;
+    /// written to `<out>/splats.ply`): `--tile 3x3` makes a 1.4 M-Gaussian scene of the
+    /// biker splat.
+    #[arg(long, default_value = "1x1", value_parser = tile::parse_copies)]
+    pub tile: (u32, u32),
+    /// Keep every K-th Gaussian of the splat (of each copy): `--keep-every 16` with
+    /// a quarter of the width and height makes a 1/16-scale scene.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub keep_every: u32,
+    /// Also write `cameras_K.json` and `scene_K.toml` for each K listed: K orbit
+    /// cameras spread evenly over the orbit, sharing the dataset of all of them (e.g.
+    /// `--orbit 299 --subsets 25,50`).
+    #[arg(long, value_delimiter = ',')]
+    pub subsets: Vec<u32>,
     /// Output folder: `language_features/`, `cameras.json` (orbit), `scene.toml`, then
     /// `summary.json` (written last: it marks the folder finished).
     #[arg(long)]
@@ -68,7 +83,23 @@ pub fn run(args: SynthArgs) -> Result<()> {
     if args.dim == 0 || args.objects == 0 {
         bail!("--dim and --objects must be at least 1");
     }
+    let tiling = tile::Tiling {
+        copies: args.tile,
+        keep: args.keep_every,
+    };
+    if !args.subsets.is_empty() && args.cameras.is_some() {
+        bail!("--subsets picks orbit cameras: it cannot be used with --cameras");
+    }
+    if let Some(&k) = args.subsets.iter().find(|&&k| k == 0 || k > args.orbit) {
+        bail!(
+            "--subsets {k}: each subset needs 1 to --orbit ({}) cameras",
+            args.orbit
+        );
+    }
     let ply = lsplat_data::ply::read_ply(&args.splats)?;
+    let (_, axis) = orbit::up_axis(&args.up)?;
+    let ply = tile::tile(&ply, tiling, ((axis + 1) % 3, (axis + 2) % 3))
+        .with_context(|| format!("tiling {}", args.splats.display()))?;
     let g = &ply.gaussians;
     if args.objects > g.len() {
         bail!(
@@ -98,7 +129,7 @@ pub fn run(args: SynthArgs) -> Result<()> {
                     c.rescaled(w, h)
                 })
                 .collect(),
-            None,
+            Vec::new(),
         ),
         None => orbit_cameras(g, &args)?,
     };
@@ -108,8 +139,11 @@ pub fn run(args: SynthArgs) -> Result<()> {
     // Everything is checked: the output folder is taken (the run rule: a finished or
     // unfinished one only with --force), and summary.json marks it finished last.
     let out = RunDir::create_as(&args.out, args.force, &lsplat_data::run::layout::SYNTH)?;
-    if let Some(json) = orbit_json {
-        write_bytes_atomic(&args.out.join("cameras.json"), json.as_bytes())?;
+    if args.cameras.is_none() {
+        write_bytes_atomic(
+            &args.out.join("cameras.json"),
+            serde_json::to_string_pretty(&orbit_json)?.as_bytes(),
+        )?;
     }
     let feat_dir = args.out.join("language_features");
     std::fs::create_dir_all(&feat_dir)
@@ -183,21 +217,53 @@ pub fn run(args: SynthArgs) -> Result<()> {
         bar.inc(1);
     }
     bar.finish();
-    // Paths in scene.toml resolve against its own folder: the orbit cameras sit beside it.
+    // Paths in scene.toml resolve against its own folder: the orbit cameras (and a
+    // tiled splat) sit beside it.
+    let splats = if tiling == tile::Tiling::NONE {
+        absolute(&args.splats)?
+    } else {
+        let comment = format!(
+            "made by lsplat-engine synth --tile {}x{} --keep-every {} from {}",
+            args.tile.0,
+            args.tile.1,
+            args.keep_every,
+            args.splats.display()
+        )
+        .replace(['\n', '\r'], " ");
+        lsplat_data::ply::write_ply_with_comments(&args.out.join("splats.ply"), &ply, &[&comment])?;
+        PathBuf::from("splats.ply")
+    };
     let cams_path = match &args.cameras {
         Some(p) => absolute(p)?,
         None => PathBuf::from("cameras.json"),
     };
-    let scene = format!(
-        "# Made by `lsplat-engine synth`. Import the features first:\n\
-         #   lsplat-engine import langsplat --source {feat} --out {ds}\n\
-         [scene]\nsplats = {splats:?}\ncameras = {cams:?}\ndataset = \"dataset\"\nlevel = 1\n",
-        feat = feat_dir.display(),
-        ds = args.out.join("dataset").display(),
-        splats = absolute(&args.splats)?.display().to_string(),
-        cams = cams_path.display().to_string(),
-    );
-    write_bytes_atomic(&args.out.join("scene.toml"), scene.as_bytes())?;
+    let scene = |cams: &Path| {
+        format!(
+            "# Made by `lsplat-engine synth`. Import the features first:\n\
+             #   lsplat-engine import langsplat --source {feat} --out {ds}\n\
+             [scene]\nsplats = {splats:?}\ncameras = {cams:?}\ndataset = \"dataset\"\nlevel = 1\n",
+            feat = feat_dir.display(),
+            ds = args.out.join("dataset").display(),
+            splats = splats.display().to_string(),
+            cams = cams.display().to_string(),
+        )
+    };
+    write_bytes_atomic(&args.out.join("scene.toml"), scene(&cams_path).as_bytes())?;
+    for &k in &args.subsets {
+        let json: Vec<&serde_json::Value> = subset(cameras.len(), k as usize)
+            .into_iter()
+            .map(|i| &orbit_json[i])
+            .collect();
+        let name = format!("cameras_{k}.json");
+        write_bytes_atomic(
+            &args.out.join(&name),
+            serde_json::to_string_pretty(&json)?.as_bytes(),
+        )?;
+        write_bytes_atomic(
+            &args.out.join(format!("scene_{k}.toml")),
+            scene(Path::new(&name)).as_bytes(),
+        )?;
+    }
     let summary = serde_json::json!({
         "command": "synth",
         "cameras": cameras.len(),
@@ -291,12 +357,17 @@ pub fn view_jitter(table: &[f32], dim: usize, seed: u64, view: u64) -> Vec<f32> 
     out
 }
 
-/// Orbit cameras framing the splat ([`orbit::cameras`]), and their `cameras.json`
-/// text (written once every check has passed).
+/// `k` of `n` cameras spread evenly: `⌊i·n/k⌋` for i < k.
+fn subset(n: usize, k: usize) -> Vec<usize> {
+    (0..k).map(|i| i * n / k).collect()
+}
+
+/// Orbit cameras framing the splat ([`orbit::cameras`]), with their `cameras.json`
+/// entries (written once every check has passed).
 fn orbit_cameras(
     g: &lsplat_core::Gaussians,
     args: &SynthArgs,
-) -> Result<(Vec<Camera>, Option<String>)> {
+) -> Result<(Vec<Camera>, Vec<serde_json::Value>)> {
     let o = orbit::Orbit {
         count: args.orbit,
         size: (args.width, args.height),
@@ -315,7 +386,7 @@ fn orbit_cameras(
             "position": cam.centre().to_array(), "rotation": rows, "fx": cam.fx, "fy": cam.fy,
         }));
     }
-    Ok((cams, Some(serde_json::to_string_pretty(&json)?)))
+    Ok((cams, json))
 }
 
 /// Renders the segment maps of the three levels (`-1` = no mask), row-major.

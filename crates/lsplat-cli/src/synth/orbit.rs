@@ -27,7 +27,7 @@ pub struct Orbit {
 }
 
 /// The up vector named by `up` (`x`, `y`, `z` with an optional `-`) and the axis.
-fn up_axis(up: &str) -> Result<(Vec3, usize)> {
+pub(crate) fn up_axis(up: &str) -> Result<(Vec3, usize)> {
     let axis = match up.trim_start_matches('-') {
         "x" => 0,
         "y" => 1,

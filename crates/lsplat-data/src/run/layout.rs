@@ -65,7 +65,13 @@ pub const QUERY: Layout = Layout {
 /// the `dataset/` a later `import langsplat` writes there, then `summary.json`.
 pub const SYNTH: Layout = Layout {
     kind: "synth output",
-    file: |n| matches!(n, "cameras.json" | "scene.toml") || n == super::SUMMARY_FILE,
+    // `--tile` writes splats.ply, `--subsets K,…` cameras_K.json and scene_K.toml.
+    file: |n| {
+        matches!(n, "cameras.json" | "scene.toml" | "splats.ply")
+            || n == super::SUMMARY_FILE
+            || (n.starts_with("cameras_") && n.ends_with(".json"))
+            || (n.starts_with("scene_") && n.ends_with(".toml"))
+    },
     dir: |n| matches!(n, "language_features" | "dataset"),
     inner: |n| ext(n, &["_f.npy", "_s.npy", ".parquet"]),
     resumable: false,
