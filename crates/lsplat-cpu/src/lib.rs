@@ -98,7 +98,7 @@ fn pixels<'a>(set: &'a PixelSet<CpuBackend>) -> Pixels<'a> {
     Pixels {
         pixels: &set.pixels,
         tile_offsets: &set.tile_offsets,
-        width: set.grid.width,
+        grid: set.grid,
     }
 }
 

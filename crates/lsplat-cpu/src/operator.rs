@@ -34,7 +34,8 @@ use crate::channels::{Channels, with_lanes};
 use crate::optim::LossScales;
 use crate::pool::{Workers, balanced_ranges, split_mut};
 use crate::project::ProjSplat;
-use crate::raster::{Pixels, TaskScratch, TileScratch, centre, tile_ranges};
+use crate::raster::{Pixels, TaskScratch, TileScratch, tile_ranges};
+use crate::walk::{LANES, lanes_of};
 
 /// Most distinct Gaussians of one block (u16 local indices).
 const BLOCK_GAUSSIANS: usize = 1 << 16;
@@ -363,34 +364,44 @@ pub fn build(
         let mut part = kept.slot(&ranges, &tiles);
         part.reset(gaussians);
         let mut walker = scratch.slot(&ranges, &tiles);
-        let mut row: Vec<(u32, f32)> = Vec::new();
+        // Per lane: the pairs of the pixel in that column of the current row.
+        let mut lane_rows: [Vec<(u32, f32)>; LANES] = Default::default();
         let mut block_start = 0;
         let mut block_rows = 0u32;
         let end = tiles.end;
+        let ts = px.grid.tile_size;
         for t in tiles {
             if offs[t] != offs[t + 1] {
                 let list = bins.tile(t);
-                walker.gather(splats, list);
-                for i in offs[t] as usize..offs[t + 1] as usize {
-                    let (cx, cy) = centre(px.pixels[i], px.width);
-                    row.clear();
-                    walker.walk(list, cx, cy, |_, g, w| row.push((g, w)));
-                    let distinct = part.gaussians.len() - block_start;
-                    if block_rows > 0 && distinct + row.len() > BLOCK_GAUSSIANS {
-                        part.close(&mut block_start, &mut block_rows);
+                walker.gather(splats, list, px.tile_origin(t), ts);
+                for r in px.tile_rows(t) {
+                    for l in lanes_of(r.lanes) {
+                        lane_rows[l].clear();
                     }
-                    let part = &mut *part;
-                    for &(g, w) in &row {
-                        let s = &mut part.slot[g as usize];
-                        if *s == 0 {
-                            part.gaussians.push(g);
-                            *s = (part.gaussians.len() - block_start) as u32;
+                    walker.walk_row(r.row, r.lanes, |k, w, m| {
+                        for i in lanes_of(m) {
+                            lane_rows[i].push((list[k], w[i]));
                         }
-                        part.local.push((*s - 1) as u16);
-                        part.weights.push(w);
+                    });
+                    for l in lanes_of(r.lanes) {
+                        let row = &lane_rows[l];
+                        let distinct = part.gaussians.len() - block_start;
+                        if block_rows > 0 && distinct + row.len() > BLOCK_GAUSSIANS {
+                            part.close(&mut block_start, &mut block_rows);
+                        }
+                        let part = &mut *part;
+                        for &(g, w) in row {
+                            let s = &mut part.slot[g as usize];
+                            if *s == 0 {
+                                part.gaussians.push(g);
+                                *s = (part.gaussians.len() - block_start) as u32;
+                            }
+                            part.local.push((*s - 1) as u16);
+                            part.weights.push(w);
+                        }
+                        part.lens.push(row.len() as u32);
+                        block_rows += 1;
                     }
-                    part.lens.push(row.len() as u32);
-                    block_rows += 1;
                 }
             }
             // A block ends with its tile group, or earlier once its list is long
@@ -1026,7 +1037,7 @@ const AHEAD: usize = 8;
 
 /// Asks the CPU to start loading the cache line holding `p` into its caches.
 #[inline(always)]
-fn prefetch<T>(p: *const T) {
+pub(crate) fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};

@@ -47,7 +47,7 @@ impl CpuGeometry {
 /// Σ = R·S·Sᵀ·Rᵀ in f64 (defined once in lsplat-core; the GPU backend rounds it to f32).
 pub use lsplat_core::gaussians::covariance;
 
-/// A projected splat as the compositor reads it (one cache line holds one).
+/// A projected splat as the compositor reads it.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ProjSplat {
     /// Screen-space centre (pixels), in f64 so that the offset to a pixel centre is
@@ -58,6 +58,9 @@ pub struct ProjSplat {
     pub conic: [f64; 3],
     /// Opacity.
     pub opacity: f32,
+    /// Vertical half-extent of the pixels it may reach with α ≥ 1/255
+    /// ([`crate::walk::row_extent`]).
+    pub row_extent: f32,
     /// Camera-space depth.
     pub depth: f32,
     /// Tile rectangle `[x0, y0, x1, y1)`; empty (all zero) when culled.
@@ -223,6 +226,7 @@ pub fn project_all(
                             opacity,
                             depth: s.depth,
                             rect,
+                            row_extent: crate::walk::row_extent(s.conic, opacity),
                         }
                     }
                     None => ProjSplat {

@@ -4,9 +4,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::bins::CpuBins;
 use crate::channels::Channels;
+use lsplat_core::TileGrid;
+
 use crate::pool::{Workers, balanced_ranges};
 use crate::project::ProjSplat;
 pub use crate::walk::TileWalker;
+use crate::walk::lanes_of;
 
 /// A host pixel set (tile-major pixels with per-tile offsets).
 #[derive(Clone, Copy)]
@@ -15,8 +18,65 @@ pub struct Pixels<'a> {
     pub pixels: &'a [u32],
     /// Per-tile offsets.
     pub tile_offsets: &'a [u32],
-    /// Image width.
-    pub width: u32,
+    /// The tile grid.
+    pub grid: TileGrid,
+}
+
+impl Pixels<'_> {
+    /// Top-left pixel of tile `t`.
+    pub fn tile_origin(&self, t: usize) -> (u32, u32) {
+        let tx = self.grid.tiles_x();
+        let ts = self.grid.tile_size;
+        ((t as u32 % tx) * ts, (t as u32 / tx) * ts)
+    }
+
+    /// The pixel rows of tile `t` in the set: for each, the row inside the tile, the
+    /// set's indices of its pixels (`first..first + count`, ascending columns) and its
+    /// lane mask (bit i: column i of the tile).
+    pub fn tile_rows(&self, t: usize) -> impl Iterator<Item = TileRow> + '_ {
+        let (x0, y0) = self.tile_origin(t);
+        let w = self.grid.width;
+        let (mut i, end) = (
+            self.tile_offsets[t] as usize,
+            self.tile_offsets[t + 1] as usize,
+        );
+        std::iter::from_fn(move || {
+            if i >= end {
+                return None;
+            }
+            let y = self.pixels[i] / w;
+            let first = i;
+            let mut lanes = 0u32;
+            while i < end && self.pixels[i] / w == y {
+                lanes |= 1 << (self.pixels[i] % w - x0);
+                i += 1;
+            }
+            Some(TileRow {
+                row: (y - y0) as usize,
+                first,
+                lanes,
+            })
+        })
+    }
+}
+
+/// One pixel row of a tile in a pixel set.
+#[derive(Clone, Copy, Debug)]
+pub struct TileRow {
+    /// The row inside the tile.
+    pub row: usize,
+    /// The set's index of its first pixel (the others follow, by column).
+    pub first: usize,
+    /// Bit i: the pixel in column i of the tile is in the set.
+    pub lanes: u32,
+}
+
+impl TileRow {
+    /// The set's index of the pixel at lane `lane` (a lane of `lanes`).
+    #[inline(always)]
+    pub fn index(&self, lane: usize) -> usize {
+        self.first + (self.lanes & ((1u32 << lane) - 1)).count_ones() as usize
+    }
 }
 
 /// Per-task scratch: each task of a range-parallel op works in its own state
@@ -46,12 +106,6 @@ impl<T: Default> TaskScratch<T> {
         let i = ranges.partition_point(|r| r.start < range.start) % self.0.len();
         self.0[i].lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-/// Pixel centre of pixel index `p`.
-#[inline(always)]
-pub fn centre(p: u32, width: u32) -> (f64, f64) {
-    ((p % width) as f64 + 0.5, (p / width) as f64 + 0.5)
 }
 
 /// Tile ranges balanced by estimated work (pixels × list length).
@@ -96,21 +150,29 @@ pub fn rasterize<C: Channels>(
         |tiles, chunk| {
             let base = offs[tiles.start] as usize;
             let mut walker = scratch.slot(&ranges, &tiles);
+            let ts = px.grid.tile_size;
             for t in tiles {
                 let list = bins.tile(t);
                 if offs[t] == offs[t + 1] {
                     continue;
                 }
-                walker.gather(splats, list);
-                for i in offs[t] as usize..offs[t + 1] as usize {
-                    let (cx, cy) = centre(px.pixels[i], px.width);
-                    let row = &mut chunk[(i - base) * c..(i - base + 1) * c];
-                    let mut acc = C::zeros();
-                    walker.walk(list, cx, cy, |_, g, w| {
-                        let xg = &x[g as usize * c..g as usize * c + c];
-                        C::axpy(&mut acc, w, xg);
+                walker.gather(splats, list, px.tile_origin(t), ts);
+                let out =
+                    &mut chunk[(offs[t] as usize - base) * c..(offs[t + 1] as usize - base) * c];
+                out.fill(0.0);
+                let first = offs[t] as usize;
+                for r in px.tile_rows(t) {
+                    // Each pixel sums its pairs in order, straight into its output row.
+                    walker.walk_row(r.row, r.lanes, |k, w, m| {
+                        let g = list[k] as usize;
+                        let xg = &x[g * c..g * c + c];
+                        for i in lanes_of(m) {
+                            let o = (r.index(i) - first) * c;
+                            for (acc, v) in out[o..o + c].iter_mut().zip(xg) {
+                                *acc += w[i] * v;
+                            }
+                        }
                     });
-                    C::store(&acc, row);
                 }
             }
         },
@@ -144,20 +206,22 @@ pub fn rasterize_backward<C: Channels>(
         |tiles, chunk| {
             let base = boffs[tiles.start] as usize;
             let mut walker = scratch.slot(&ranges, &tiles);
+            let ts = px.grid.tile_size;
             for t in tiles {
                 let list = bins.tile(t);
                 let start = boffs[t] as usize - base;
                 if offs[t] == offs[t + 1] {
                     continue;
                 }
-                walker.gather(splats, list);
-                for i in offs[t] as usize..offs[t + 1] as usize {
-                    let (cx, cy) = centre(px.pixels[i], px.width);
-                    let d = &d_out[i * c..i * c + c];
-                    walker.walk(list, cx, cy, |k, _, w| {
+                walker.gather(splats, list, px.tile_origin(t), ts);
+                for r in px.tile_rows(t) {
+                    walker.walk_row(r.row, r.lanes, |k, w, m| {
                         let slot = &mut chunk[(start + k) * c..(start + k + 1) * c];
-                        for (s, dv) in slot.iter_mut().zip(d) {
-                            *s += w * dv;
+                        for i in lanes_of(m) {
+                            let p = r.index(i);
+                            for (s, dv) in slot.iter_mut().zip(&d_out[p * c..p * c + c]) {
+                                *s += w[i] * dv;
+                            }
                         }
                     });
                 }
