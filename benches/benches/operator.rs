@@ -29,6 +29,7 @@ fn precision_name(p: WeightPrecision) -> &'static str {
         WeightPrecision::F32 => "f32",
         WeightPrecision::F16 => "f16",
         WeightPrecision::Bf16 => "bf16",
+        WeightPrecision::Compact => "compact",
     }
 }
 
@@ -44,11 +45,19 @@ fn bench_operator(crit: &mut Criterion) {
                 WeightPrecision::F32,
                 WeightPrecision::F16,
                 WeightPrecision::Bf16,
+                WeightPrecision::Compact,
             ],
         ),
     ];
     if let Some(b) = biker(&dev, (640, 480)) {
-        cases.push((b, vec![WeightPrecision::F32, WeightPrecision::Bf16]));
+        cases.push((
+            b,
+            vec![
+                WeightPrecision::F32,
+                WeightPrecision::Bf16,
+                WeightPrecision::Compact,
+            ],
+        ));
     }
 
     for (case, precisions) in &cases {

@@ -31,6 +31,9 @@ const U32: f64 = 1.0 / (1u64 << 24) as f64;
 const U_F16: f64 = 1.0 / (1u64 << 11) as f64;
 /// Documented per-weight relative error of bf16 weights (`WeightPrecision::Bf16`).
 const U_BF16: f64 = 1.0 / (1u64 << 8) as f64;
+/// Documented per-weight relative error of the compact layout's 16-bit weights
+/// (`WeightPrecision::Compact`; weights α·T ≥ 1e-4/255 are all normal there).
+const U_W16: f64 = 1.0 / (1u64 << 12) as f64;
 /// Smallest normal f16 (2⁻¹⁴). Below it f16 is subnormal with spacing 2⁻²⁴, so the
 /// rounding error is at most 2⁻²⁵ absolute, not 2⁻¹¹ relative.
 const F16_MIN_NORMAL: f64 = 1.0 / (1u64 << 14) as f64;
@@ -442,6 +445,7 @@ fn weight_bound(p: WeightPrecision, w: f64) -> f64 {
             0.0
         }),
         WeightPrecision::Bf16 => U_BF16 * w,
+        WeightPrecision::Compact => U_W16 * w,
     }
 }
 
@@ -624,6 +628,7 @@ fn spmm_and_its_transpose_match_float64() {
             WeightPrecision::F32,
             WeightPrecision::F16,
             WeightPrecision::Bf16,
+            WeightPrecision::Compact,
         ] {
             let what = format!("{} {p:?}", case.name);
             let op = dev.build_operator(&proj, &bins, &set, n, p).unwrap();
@@ -634,7 +639,14 @@ fn spmm_and_its_transpose_match_float64() {
             );
             let stats = dev.operator_stats(&op);
             assert_eq!(stats.bytes, op.bytes(), "{what}: operator_stats bytes");
-            let wb = if p == WeightPrecision::F32 { 4 } else { 2 };
+            // Bytes per stored entry: a u16 position and the weight, or (compact) a
+            // one-byte gap and a 16-bit weight, with weight-0 fillers bridging gaps
+            // over 255 (not non-zeros: `entries() - nnz()` of them).
+            let entry_bytes = match p {
+                WeightPrecision::F32 => 6 * nnz,
+                WeightPrecision::F16 | WeightPrecision::Bf16 => 4 * nnz,
+                WeightPrecision::Compact => 3 * op.entries(),
+            };
             // Row offsets, block offsets and lists, the visible Gaussians with their
             // list positions, a u16 local index and a weight per non-zero; no
             // transposed copy of the entries.
@@ -643,7 +655,7 @@ fn spmm_and_its_transpose_match_float64() {
             assert_eq!(
                 op.bytes(),
                 4 * (set.len + 1 + 2 * (op.blocks() + 1) + 2 * listed + 2 * visible + 1)
-                    + nnz * (2 + wb),
+                    + entry_bytes,
                 "{what}: bytes"
             );
             assert!(
@@ -843,7 +855,7 @@ fn identical_runs_are_bitwise_equal_in_every_mode() {
         // The work split depends on the thread count; the sums' order does not.
         let one = train(&scene, &sets, 40, 1);
         assert_bitwise(&format!("{m}, 1 vs 2 threads"), &a, &one);
-        for p in ["f16", "bf16"] {
+        for p in ["f16", "bf16", "compact"] {
             if m != "operator" {
                 continue;
             }
@@ -923,6 +935,7 @@ fn fused_step_matches_the_three_ops_and_is_reproducible() {
         WeightPrecision::F32,
         WeightPrecision::F16,
         WeightPrecision::Bf16,
+        WeightPrecision::Compact,
     ] {
         let op = dev.build_operator(&proj, &bins, &gt.pixels, n, p).unwrap();
         assert!(op.nnz() >= 1 << 15, "large enough to run in parallel");

@@ -226,7 +226,7 @@ impl BackendVisitor for BenchJob {
             "backend": backend,
             "model": cfg.train.model,
             "cache": cfg.render.cache,
-            "weights": cfg.render.weights,
+            "weights": cfg.render.operator_precision,
             "tile_size": cfg.render.tile_size,
             "iters": args.iters,
             "it_per_s": (it_per_s * 100.0).round() / 100.0,

@@ -432,8 +432,12 @@ pub struct RenderConfig {
     pub cache: CacheMode,
     /// Bytes the per-camera caches may use; unset = half of the free memory.
     pub cache_budget: Option<u64>,
-    /// Storage of the cached operator weights.
-    pub weights: WeightPrecision,
+    /// Storage of the cached operators: `f32` (exact: `W·x` is bitwise the
+    /// rasterizer's compositing), `f16`, `bf16`, or `compact` (CPU: one-byte gap-coded
+    /// positions and 16-bit weights with relative error ≤ 2⁻¹², 3 bytes per entry
+    /// against f32's 6; the GPU stores f16 weights). Also read as `render.weights`.
+    #[serde(alias = "weights")]
+    pub operator_precision: WeightPrecision,
     /// With a cached operator, run a camera's forward, per-pixel loss and backward as
     /// one pass over its operator (`Backend::operator_loss_step`); `false` runs SpMM,
     /// loss and transposed SpMM one after the other (same result to float rounding).
@@ -451,7 +455,7 @@ impl Default for RenderConfig {
             tile_size: 16,
             cache: CacheMode::Operator,
             cache_budget: None,
-            weights: WeightPrecision::F32,
+            operator_precision: WeightPrecision::F32,
             fused: true,
             near: crate::constants::DEFAULT_NEAR,
             far: crate::constants::DEFAULT_FAR,
@@ -482,6 +486,10 @@ pub enum WeightPrecision {
     F16,
     /// bfloat16: relative error ≤ 2⁻⁸ per weight.
     Bf16,
+    /// The compact layout (CPU): per entry a one-byte gap to the row's previous list
+    /// position and a 16-bit unsigned float weight (5 exponent, 11 mantissa bits):
+    /// relative error ≤ 2⁻¹² per weight. Backends without that layout store f16.
+    Compact,
 }
 
 /// Backend selection.
@@ -698,7 +706,11 @@ impl Config {
                 key: assignment.to_string(),
                 problem: "expected key=value".into(),
             })?;
-        let key = key.trim();
+        let key = match key.trim() {
+            // The old name of `render.operator_precision`.
+            "render.weights" => "render.operator_precision",
+            k => k,
+        };
         let raw = raw.trim();
         let value = match toml::from_str::<toml::Table>(&format!("v = {raw}"))
             .ok()

@@ -48,7 +48,7 @@ fn rect_area(r: &[u32; 4]) -> u64 {
 }
 
 /// An unsigned key whose order is `f32::total_cmp`'s.
-fn depth_key(depth: f32) -> u32 {
+pub(crate) fn depth_key(depth: f32) -> u32 {
     let bits = depth.to_bits() as i32;
     // total_cmp's trick: flip the magnitude bits of negatives, then compare signed;
     // flipping the sign bit makes the signed order an unsigned one.

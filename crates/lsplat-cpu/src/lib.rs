@@ -7,13 +7,19 @@
 
 pub mod bins;
 pub mod channels;
+pub(crate) mod format;
 pub mod gemm;
 pub mod operator;
+#[cfg(test)]
+mod operator_tests;
 pub mod optim;
 pub mod pool;
 pub mod project;
 pub mod raster;
 pub mod sparse_input;
+pub mod store;
+#[cfg(test)]
+mod testing;
 pub mod walk;
 
 use std::sync::Mutex;
@@ -38,7 +44,7 @@ pub struct CpuBackend {
     workers: Workers,
     scratch: Mutex<Vec<f32>>,
     tiles: TileScratch,
-    products: ProductScratch,
+    pub(crate) products: ProductScratch,
     build: BuildScratch,
 }
 

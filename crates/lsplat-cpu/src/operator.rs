@@ -27,6 +27,10 @@ use std::borrow::Cow;
 
 use half::{bf16, f16};
 use lsplat_core::config::WeightPrecision;
+
+use crate::format::{Entries, with_entries};
+pub use crate::format::{Positions, W16, Weight, Weights};
+use crate::store::{Layout, SpillWriter, Store, mapped};
 use multiversion::multiversion;
 
 use crate::bins::CpuBins;
@@ -66,100 +70,38 @@ fn group_ranges(ranges: Vec<std::ops::Range<usize>>, tiles: usize) -> Vec<std::o
     out
 }
 
-/// Weight storage.
-#[derive(Clone, Debug)]
-pub enum Weights {
-    /// Exact.
-    F32(Vec<f32>),
-    /// IEEE half.
-    F16(Vec<f16>),
-    /// bfloat16.
-    Bf16(Vec<bf16>),
-}
-
-/// A weight element.
-pub trait Weight: Copy + Send + Sync {
-    /// As f32.
-    fn get(self) -> f32;
-}
-impl Weight for f32 {
-    #[inline(always)]
-    fn get(self) -> f32 {
-        self
-    }
-}
-impl Weight for f16 {
-    /// Branch-free widening for finite values (weights are finite): the 15 magnitude
-    /// bits shifted into an f32 and rescaled by 2¹¹² is exact for normal and subnormal
-    /// halves alike, and much faster than a conversion without F16C instructions.
-    #[inline(always)]
-    fn get(self) -> f32 {
-        let h = self.to_bits() as u32;
-        let magnitude = f32::from_bits((h & 0x7fff) << 13) * f32::from_bits(0x7780_0000);
-        f32::from_bits(magnitude.to_bits() | ((h & 0x8000) << 16))
-    }
-}
-impl Weight for bf16 {
-    #[inline(always)]
-    fn get(self) -> f32 {
-        self.to_f32()
-    }
-}
-
-impl Weights {
-    /// The parts' weights one after the other, stored at precision `p`.
-    fn concat(parts: &[&Part], p: WeightPrecision) -> Self {
-        match p {
-            WeightPrecision::F32 => Weights::F32(concat(parts, |q| &q.weights, |w| w)),
-            WeightPrecision::F16 => Weights::F16(concat(parts, |q| &q.weights, f16::from_f32)),
-            WeightPrecision::Bf16 => Weights::Bf16(concat(parts, |q| &q.weights, bf16::from_f32)),
-        }
-    }
-
-    /// Bytes per weight.
-    pub fn elem_bytes(&self) -> usize {
-        match self {
-            Weights::F32(_) => 4,
-            _ => 2,
-        }
-    }
-
-    /// Weight `k` as f32.
-    pub fn get(&self, k: usize) -> f32 {
-        match self {
-            Weights::F32(v) => v[k],
-            Weights::F16(v) => v[k].to_f32(),
-            Weights::Bf16(v) => v[k].to_f32(),
-        }
-    }
-}
-
 /// W of one camera in row blocks. Built only by [`build`], which establishes the
 /// invariants the products rely on: row and block offsets are ascending and end at
 /// the lengths of the entry and list arrays, every local index is below its block's
 /// list length, and every listed Gaussian is below `cols`.
+///
+/// Its large arrays live in memory or, once [`CpuOperator::spill`]ed, in a file mapped
+/// into memory (read the same way; see `crate::store`).
 #[derive(Clone, Debug)]
 pub struct CpuOperator {
     rows: usize,
     cols: usize,
     /// Row offsets into the entries (`rows + 1`).
-    row_ptr: Vec<u32>,
+    row_ptr: Store<u32>,
     /// First row of each block (`blocks + 1`).
     pub(crate) block_rows: Vec<u32>,
     /// Offsets of each block's Gaussian list in `gaussians` (`blocks + 1`).
     block_gaussians: Vec<u32>,
-    /// The distinct Gaussians of every block, block after block.
-    gaussians: Vec<u32>,
+    /// The distinct Gaussians of every block, block after block, each block's in
+    /// front-to-back order (so the positions of a row's entries ascend).
+    gaussians: Store<u32>,
     /// Per entry: its Gaussian's position in the block's list.
-    local: Vec<u16>,
+    local: Positions,
     /// Per entry: its weight α·T.
-    pub(crate) weights: Weights,
+    weights: Weights,
+    /// Filler entries (weight 0) of the compact layout.
+    fillers: usize,
     /// The Gaussians any block lists, ascending.
-    visible: Vec<u32>,
+    visible: Store<u32>,
     /// Offsets into `positions` per entry of `visible` (`visible.len() + 1`).
-    visible_ptr: Vec<u32>,
+    visible_ptr: Store<u32>,
     /// For each visible Gaussian, its positions in `gaussians`, ascending.
-    positions: Vec<u32>,
+    positions: Store<u32>,
     /// The products' work split for the worker count of the build.
     splits: Splits,
 }
@@ -196,7 +138,122 @@ impl CpuOperator {
 
     /// Non-zeros.
     pub fn nnz(&self) -> usize {
+        self.entries() - self.fillers
+    }
+
+    /// Stored entries: the non-zeros and the compact layout's fillers.
+    pub fn entries(&self) -> usize {
         *self.row_ptr.last().unwrap_or(&0) as usize
+    }
+
+    /// How the entries' positions are stored.
+    pub(crate) fn entry_positions(&self) -> &Positions {
+        &self.local
+    }
+
+    /// How the entries' weights are stored.
+    pub(crate) fn entry_weights(&self) -> &Weights {
+        &self.weights
+    }
+
+    /// Whether the operator is read from a file mapped into memory.
+    pub fn is_spilled(&self) -> bool {
+        matches!(self.gaussians, Store::Mapped { .. })
+    }
+
+    /// Hands the pages a product read from a spilled operator back to the kernel (no
+    /// effect in memory).
+    pub(crate) fn release(&self) {
+        if let Store::Mapped { map, .. } = &self.gaussians {
+            map.release();
+        }
+    }
+
+    /// Asks the kernel to start reading a spilled operator (no effect in memory).
+    pub fn prefetch_pages(&self) {
+        if let Store::Mapped { map, .. } = &self.gaussians {
+            map.will_need();
+        }
+    }
+
+    /// The same operator read from a new file in `dir` (`stem` names it), written
+    /// after checking the disk has room for it, then mapped and unlinked: products on
+    /// it give the same bits. Errors name the directory and say when the disk is full.
+    /// With `probe`, also the disk's read bandwidth measured on the file (see
+    /// [`SpillWriter::finish`]).
+    pub fn spill(
+        &self,
+        dir: &std::path::Path,
+        stem: &str,
+        probe: bool,
+    ) -> Result<(CpuOperator, Option<f64>), String> {
+        let mut lay = Layout::default();
+        let o_row = lay.add(&self.row_ptr);
+        let o_g = lay.add(&self.gaussians);
+        let o_vis = lay.add(&self.visible);
+        let o_vptr = lay.add(&self.visible_ptr);
+        let o_pos = lay.add(&self.positions);
+        let o_local = match &self.local {
+            Positions::U16(v) => lay.add(v),
+            Positions::Gaps(v) => lay.add(v),
+        };
+        let o_w = match &self.weights {
+            Weights::F32(v) => lay.add(v),
+            Weights::F16(v) => lay.add(v),
+            Weights::Bf16(v) => lay.add(v),
+            Weights::W16(v) => lay.add(v),
+        };
+        let mut w = SpillWriter::create(dir, stem, lay.len())?;
+        w.put(o_row, &self.row_ptr)?;
+        w.put(o_g, &self.gaussians)?;
+        w.put(o_vis, &self.visible)?;
+        w.put(o_vptr, &self.visible_ptr)?;
+        w.put(o_pos, &self.positions)?;
+        match &self.local {
+            Positions::U16(v) => w.put(o_local, v)?,
+            Positions::Gaps(v) => w.put(o_local, v)?,
+        }
+        match &self.weights {
+            Weights::F32(v) => w.put(o_w, v)?,
+            Weights::F16(v) => w.put(o_w, v)?,
+            Weights::Bf16(v) => w.put(o_w, v)?,
+            Weights::W16(v) => w.put(o_w, v)?,
+        }
+        let (map, bandwidth) = w.finish(probe)?;
+        let op = CpuOperator {
+            rows: self.rows,
+            cols: self.cols,
+            row_ptr: mapped(&map, o_row, &self.row_ptr),
+            block_rows: self.block_rows.clone(),
+            block_gaussians: self.block_gaussians.clone(),
+            gaussians: mapped(&map, o_g, &self.gaussians),
+            local: match &self.local {
+                Positions::U16(v) => Positions::U16(mapped(&map, o_local, v)),
+                Positions::Gaps(v) => Positions::Gaps(mapped(&map, o_local, v)),
+            },
+            weights: match &self.weights {
+                Weights::F32(v) => Weights::F32(mapped(&map, o_w, v)),
+                Weights::F16(v) => Weights::F16(mapped(&map, o_w, v)),
+                Weights::Bf16(v) => Weights::Bf16(mapped(&map, o_w, v)),
+                Weights::W16(v) => Weights::W16(mapped(&map, o_w, v)),
+            },
+            fillers: self.fillers,
+            visible: mapped(&map, o_vis, &self.visible),
+            visible_ptr: mapped(&map, o_vptr, &self.visible_ptr),
+            positions: mapped(&map, o_pos, &self.positions),
+            splits: self.splits.clone(),
+        };
+        Ok((op, bandwidth))
+    }
+
+    /// Bytes it occupies in memory: all of [`CpuOperator::bytes`] until spilled, then
+    /// only its block tables (its pages are mapped in while a product runs).
+    pub fn resident_bytes(&self) -> usize {
+        if self.is_spilled() {
+            4 * (self.block_rows.len() + self.block_gaussians.len())
+        } else {
+            self.bytes()
+        }
     }
 
     /// Number of blocks.
@@ -204,7 +261,7 @@ impl CpuOperator {
         self.block_rows.len() - 1
     }
 
-    /// Bytes held.
+    /// Bytes held (in memory or on disk).
     pub fn bytes(&self) -> usize {
         4 * (self.row_ptr.len()
             + self.block_rows.len()
@@ -213,16 +270,35 @@ impl CpuOperator {
             + self.visible.len()
             + self.visible_ptr.len()
             + self.positions.len())
-            + self.nnz() * (2 + self.weights.elem_bytes())
+            + self.local.byte_len()
+            + self.weights.byte_len()
     }
 
-    /// The row `r` as `(gaussian, weight)` pairs in f32 (for tests and tools).
+    /// Bytes of the entries alone (positions and weights, fillers included).
+    pub fn entry_bytes(&self) -> usize {
+        self.local.byte_len() + self.weights.byte_len()
+    }
+
+    /// The row `r` as `(gaussian, weight)` pairs in f32, without the compact layout's
+    /// fillers (for tests and tools).
     pub fn row(&self, r: usize) -> Vec<(u32, f32)> {
         let b = self.block_rows.partition_point(|&s| s as usize <= r) - 1;
         let list =
             &self.gaussians[self.block_gaussians[b] as usize..self.block_gaussians[b + 1] as usize];
+        let mut cur = 0usize;
         (self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize)
-            .map(|k| (list[self.local[k] as usize], self.weights.get(k)))
+            .map(|k| {
+                let j = match &self.local {
+                    Positions::U16(v) => v[k] as usize,
+                    Positions::Gaps(v) => {
+                        let j = cur + v[k] as usize;
+                        cur = j + 1;
+                        j
+                    }
+                };
+                (list[j], self.weights.get(k))
+            })
+            .filter(|&(_, w)| w != 0.0)
             .collect()
     }
 
@@ -263,7 +339,7 @@ impl CpuOperator {
 
     fn block_split(&self, workers: &Workers) -> Vec<std::ops::Range<usize>> {
         let n = self.blocks();
-        let parts = if self.nnz() < 1 << 15 {
+        let parts = if self.entries() < 1 << 15 {
             1
         } else {
             8 * workers.threads()
@@ -305,6 +381,11 @@ pub struct Part {
     /// Gaussian → index in the current block's list (+1; 0 = none): all zero between
     /// blocks.
     slot: Vec<u32>,
+    /// First entry of the current block.
+    entry_start: usize,
+    /// Sort keys and the old → new position map of a closing block.
+    keys: Vec<u64>,
+    moved: Vec<u16>,
 }
 
 impl Part {
@@ -314,6 +395,7 @@ impl Part {
         self.local.clear();
         self.weights.clear();
         self.blocks.clear();
+        self.entry_start = 0;
         self.gaussians.clear();
         if self.slot.len() != gaussians || self.slot.iter().any(|&s| s != 0) {
             self.slot.clear();
@@ -321,8 +403,10 @@ impl Part {
         }
     }
 
-    /// Ends the current block (started at list entry `start`, `rows` rows so far).
-    fn close(&mut self, start: &mut usize, rows: &mut u32) {
+    /// Ends the current block (started at list entry `start`, `rows` rows so far):
+    /// sorts its list front to back (depth order, then id: every tile list's order, so
+    /// each row's positions ascend) and renumbers its entries.
+    fn close(&mut self, splats: &[ProjSplat], start: &mut usize, rows: &mut u32) {
         if *rows > 0 {
             self.blocks
                 .push((*rows, (self.gaussians.len() - *start) as u32));
@@ -330,6 +414,26 @@ impl Part {
         for &g in &self.gaussians[*start..] {
             self.slot[g as usize] = 0;
         }
+        let list = &mut self.gaussians[*start..];
+        self.keys.clear();
+        self.keys.extend(list.iter().enumerate().map(|(i, &g)| {
+            (crate::bins::depth_key(splats[g as usize].depth) as u64) << 32 | i as u64
+        }));
+        self.keys
+            .sort_unstable_by_key(|&k| (k >> 32, list[(k & 0xffff_ffff) as usize]));
+        self.moved.clear();
+        self.moved.resize(list.len(), 0);
+        for (new, &k) in self.keys.iter().enumerate() {
+            self.moved[(k & 0xffff_ffff) as usize] = new as u16;
+        }
+        let old: Vec<u32> = list.to_vec();
+        for (new, &k) in self.keys.iter().enumerate() {
+            list[new] = old[(k & 0xffff_ffff) as usize];
+        }
+        for l in &mut self.local[self.entry_start..] {
+            *l = self.moved[*l as usize];
+        }
+        self.entry_start = self.local.len();
         *start = self.gaussians.len();
         *rows = 0;
     }
@@ -387,7 +491,7 @@ pub fn build(
                         let row = &lane_rows[l];
                         let distinct = part.gaussians.len() - block_start;
                         if block_rows > 0 && distinct + row.len() > BLOCK_GAUSSIANS {
-                            part.close(&mut block_start, &mut block_rows);
+                            part.close(splats, &mut block_start, &mut block_rows);
                         }
                         let part = &mut *part;
                         for &(g, w) in row {
@@ -408,7 +512,7 @@ pub fn build(
             // enough: both depend only on the group's tiles, never on the split.
             let distinct = part.gaussians.len() - block_start;
             if (t + 1) % GROUP_TILES == 0 || t + 1 == end || distinct >= BLOCK_TARGET {
-                part.close(&mut block_start, &mut block_rows);
+                part.close(splats, &mut block_start, &mut block_rows);
             }
         }
     });
@@ -447,18 +551,46 @@ pub fn build(
     }
     let lists = concat(&parts, |p| &p.gaussians, |g| g);
     let (visible, visible_ptr, positions) = transpose_lists(&lists, gaussians);
+    let mut fillers = 0;
+    let (local, weights) = match precision {
+        WeightPrecision::F32 => (
+            Positions::U16(concat(&parts, |p| &p.local, |k| k).into()),
+            Weights::F32(concat(&parts, |q| &q.weights, |w| w).into()),
+        ),
+        WeightPrecision::F16 => (
+            Positions::U16(concat(&parts, |p| &p.local, |k| k).into()),
+            Weights::F16(concat(&parts, |q| &q.weights, f16::from_f32).into()),
+        ),
+        WeightPrecision::Bf16 => (
+            Positions::U16(concat(&parts, |p| &p.local, |k| k).into()),
+            Weights::Bf16(concat(&parts, |q| &q.weights, bf16::from_f32).into()),
+        ),
+        WeightPrecision::Compact => {
+            let (gaps, w16, f) = gap_code(&parts, &mut row_ptr);
+            fillers = f;
+            (Positions::Gaps(gaps.into()), Weights::W16(w16.into()))
+        }
+    };
+    if row_ptr.last().is_some_and(|&e| e as usize != nnz + fillers)
+        || fillers > u32::MAX as usize - nnz
+    {
+        return Err(format!(
+            "operator has {nnz} non-zeros and {fillers} fillers; at most 2^32 - 1 entries are supported per camera"
+        ));
+    }
     let mut op = CpuOperator {
         rows,
         cols: gaussians,
-        row_ptr,
+        row_ptr: row_ptr.into(),
         block_rows,
         block_gaussians,
-        gaussians: lists,
-        local: concat(&parts, |p| &p.local, |k| k),
-        weights: Weights::concat(&parts, precision),
-        visible,
-        visible_ptr,
-        positions,
+        gaussians: lists.into(),
+        local,
+        weights,
+        fillers,
+        visible: visible.into(),
+        visible_ptr: visible_ptr.into(),
+        positions: positions.into(),
         splits: Splits::default(),
     };
     op.splits = Splits {
@@ -467,6 +599,43 @@ pub fn build(
         visible: op.visible_split(workers),
     };
     Ok(op)
+}
+
+/// The compact entries of the parts: per entry the gap to the row's previous position
+/// (fillers of weight 0 bridge gaps above 255) and its [`W16`] weight; `row_ptr` is
+/// rewritten to count the fillers. Returns (gaps, weights, fillers).
+fn gap_code(parts: &[&Part], row_ptr: &mut [u32]) -> (Vec<u8>, Vec<W16>, usize) {
+    let nnz: usize = parts.iter().map(|p| p.local.len()).sum();
+    let mut gaps = Vec::with_capacity(nnz + nnz / 64);
+    let mut weights = Vec::with_capacity(nnz + nnz / 64);
+    let mut r = 0;
+    for p in parts {
+        let mut k = 0;
+        for &len in &p.lens {
+            let mut cur = 0usize;
+            for (&j, &w) in p.local[k..k + len as usize]
+                .iter()
+                .zip(&p.weights[k..k + len as usize])
+            {
+                let j = j as usize;
+                assert!(j >= cur, "a row's positions must ascend");
+                let mut gap = j - cur;
+                while gap > 255 {
+                    gaps.push(255);
+                    weights.push(W16(0));
+                    gap -= 256;
+                }
+                gaps.push(gap as u8);
+                weights.push(W16::from_f32(w));
+                cur = j + 1;
+            }
+            k += len as usize;
+            row_ptr[r + 1] = gaps.len().min(u32::MAX as usize) as u32;
+            r += 1;
+        }
+    }
+    let fillers = gaps.len() - nnz;
+    (gaps, weights, fillers)
 }
 
 /// One field of every part, converted by `f`, in one allocation of the exact size
@@ -509,28 +678,26 @@ fn transpose_lists(lists: &[u32], gaussians: usize) -> (Vec<u32>, Vec<u32>, Vec<
 }
 
 /// One block of the operator, borrowed.
-pub(crate) struct Block<'a, W> {
+pub(crate) struct Block<'a, E> {
     /// Its rows.
     pub(crate) rows: std::ops::Range<usize>,
     /// The operator's row offsets (index with the block's rows).
     pub(crate) row_ptr: &'a [u32],
     /// Its distinct Gaussians.
     pub(crate) list: &'a [u32],
-    /// The operator's local indices (index with the block's entries): below `list.len()`.
-    pub(crate) local: &'a [u16],
-    /// The operator's weights (index with the block's entries).
-    pub(crate) weights: &'a [W],
+    /// The operator's entries (index with the block's entries): list positions below
+    /// `list.len()` and weights.
+    pub(crate) e: E,
 }
 
-/// Block `b` of `op` with its weights `w`.
-pub(crate) fn block<'a, W>(op: &'a CpuOperator, w: &'a [W], b: usize) -> Block<'a, W> {
+/// Block `b` of `op` with its entries `e`.
+pub(crate) fn block<'a, E>(op: &'a CpuOperator, e: E, b: usize) -> Block<'a, E> {
     let rows = op.block_rows[b] as usize..op.block_rows[b + 1] as usize;
     Block {
         rows,
         row_ptr: &op.row_ptr,
         list: &op.gaussians[op.block_gaussians[b] as usize..op.block_gaussians[b + 1] as usize],
-        local: &op.local,
-        weights: w,
+        e,
     }
 }
 
@@ -547,41 +714,43 @@ fn zeros<C: Channels>(_: C) -> C::Acc {
     C::zeros()
 }
 
-/// `acc += w_k·lx[local_k]` for entries `ks` of a block.
+/// `acc += w_k·lx[j_k]` for entries `ks` of a block (`cur`: the row's decoding state
+/// before `ks.start`).
 ///
 /// # Safety
-/// Every `k` of `ks` is an entry of the block (so `local[k]` is below its list
-/// length), and `lx` holds `list length × lanes` floats with `lanes = ch.n()`.
+/// `ks` are consecutive entries of one row of the block, decoded from `cur` (so every
+/// position `j_k` is below its list length), and `lx` holds `list length × lanes`
+/// floats with `lanes = ch.n()`.
 #[inline(always)]
-unsafe fn sum_entries<W: Weight, C: Channels>(
+unsafe fn sum_entries<E: Entries, C: Channels>(
     ch: C,
     acc: &mut C::Acc,
-    blk: &Block<'_, W>,
+    blk: &Block<'_, E>,
     ks: std::ops::Range<usize>,
+    cur: &mut usize,
     lx: &[f32],
 ) {
     let lanes = ch.n();
-    let (local, weights) = (blk.local, blk.weights);
     let x = lx.as_ptr();
     for k in ks {
-        // SAFETY: k is an entry of the block (caller); `build` makes every local
-        // index smaller than the block's list, and lx holds list × lanes floats.
+        // SAFETY: k is an entry of the row (caller); `build` makes every decoded
+        // position smaller than the block's list, and lx holds list × lanes floats.
         unsafe {
-            let j = *local.get_unchecked(k) as usize;
-            let w = weights.get_unchecked(k).get();
+            let (j, w) = blk.e.get(k, cur);
             ch.axpy_ptr(acc, w, x.add(j * lanes));
         }
     }
 }
 
-/// `acc = Σ_k w_k·lx[local_k]` over row `r` of the block.
+/// `acc = Σ_k w_k·lx[j_k]` over row `r` of the block.
 #[inline(always)]
-fn row_sum<W: Weight, C: Channels>(ch: C, blk: &Block<'_, W>, r: usize, lx: &[f32]) -> C::Acc {
+fn row_sum<E: Entries, C: Channels>(ch: C, blk: &Block<'_, E>, r: usize, lx: &[f32]) -> C::Acc {
     assert!(blk.rows.contains(&r) && lx.len() >= blk.list.len() * ch.n());
     let mut acc = C::zeros();
     let ks = blk.row_ptr[r] as usize..blk.row_ptr[r + 1] as usize;
-    // SAFETY: r is a row of the block, so its entries are the block's; lx checked.
-    unsafe { sum_entries(ch, &mut acc, blk, ks, lx) };
+    // SAFETY: ks are all the entries of row r of the block, decoded from the start;
+    // lx checked.
+    unsafe { sum_entries(ch, &mut acc, blk, ks, &mut 0, lx) };
     acc
 }
 
@@ -595,22 +764,24 @@ const ROW_LANES: usize = 4;
 /// takes the next row of the block, and only the last three rows of a block run
 /// alone.
 #[inline(always)]
-fn block_row_sums<W: Weight, C: Channels>(
+fn block_row_sums<E: Entries, C: Channels>(
     ch: C,
-    blk: &Block<'_, W>,
+    blk: &Block<'_, E>,
     lx: &[f32],
     mut f: impl FnMut(usize, &C::Acc),
 ) {
     let lanes = ch.n();
     assert!(lx.len() >= blk.list.len() * lanes);
     assert!(blk.rows.end < blk.row_ptr.len());
-    let (ptr, local, weights) = (blk.row_ptr, blk.local, blk.weights);
+    let ptr = blk.row_ptr;
     let x = lx.as_ptr();
     let (mut next, end) = (blk.rows.start, blk.rows.end);
     if end - next >= ROW_LANES {
         let mut row = [0usize; ROW_LANES];
         let mut k = [0usize; ROW_LANES];
         let mut e = [0usize; ROW_LANES];
+        // Each chain's decoding state within its current row.
+        let mut cur = [0usize; ROW_LANES];
         for q in 0..ROW_LANES {
             (row[q], k[q], e[q]) = (next, ptr[next] as usize, ptr[next + 1] as usize);
             next += 1;
@@ -623,11 +794,11 @@ fn block_row_sums<W: Weight, C: Channels>(
             let mut chains = acc;
             for i in 0..m {
                 for (q, a) in chains.iter_mut().enumerate() {
-                    // SAFETY: k[q] + i < e[q], an entry of row row[q] of the block;
-                    // `build` bounds local indices by the list, lx checked above.
+                    // SAFETY: k[q] + i < e[q], the next entry of row row[q] of the
+                    // block, decoded from cur[q]; `build` bounds the positions by the
+                    // list, lx checked above.
                     unsafe {
-                        let j = *local.get_unchecked(k[q] + i) as usize;
-                        let w = weights.get_unchecked(k[q] + i).get();
+                        let (j, w) = blk.e.get(k[q] + i, &mut cur[q]);
                         ch.axpy_ptr(a, w, x.add(j * lanes));
                     }
                 }
@@ -644,6 +815,7 @@ fn block_row_sums<W: Weight, C: Channels>(
                         row[q] = usize::MAX;
                     } else {
                         (row[q], k[q], e[q]) = (next, ptr[next] as usize, ptr[next + 1] as usize);
+                        cur[q] = 0;
                         next += 1;
                     }
                 }
@@ -655,8 +827,9 @@ fn block_row_sums<W: Weight, C: Channels>(
         // The rows still open when the block ran out of rows end one at a time.
         for q in 0..ROW_LANES {
             if row[q] != usize::MAX {
-                // SAFETY: k[q]..e[q] are the remaining entries of row row[q].
-                unsafe { sum_entries(ch, &mut acc[q], blk, k[q]..e[q], lx) };
+                // SAFETY: k[q]..e[q] are the remaining entries of row row[q], whose
+                // decoding state is cur[q].
+                unsafe { sum_entries(ch, &mut acc[q], blk, k[q]..e[q], &mut cur[q], lx) };
                 f(row[q], &acc[q]);
             }
         }
@@ -666,11 +839,11 @@ fn block_row_sums<W: Weight, C: Channels>(
     }
 }
 
-/// `ld[local_k] += w_k·d` over row `r` of the block.
+/// `ld[j_k] += w_k·d` over row `r` of the block.
 #[inline(always)]
-fn row_scatter<W: Weight, C: Channels>(
+fn row_scatter<E: Entries, C: Channels>(
     ch: C,
-    blk: &Block<'_, W>,
+    blk: &Block<'_, E>,
     r: usize,
     d: &C::Acc,
     ld: &mut [f32],
@@ -678,14 +851,16 @@ fn row_scatter<W: Weight, C: Channels>(
     let lanes = ch.n();
     assert!(blk.rows.contains(&r) && ld.len() >= blk.list.len() * lanes);
     // Local copies, so the writes through `out` cannot make the compiler reload them.
-    let (local, weights, d) = (blk.local, blk.weights, *d);
+    let (e, d) = (blk.e, *d);
     let out = ld.as_mut_ptr();
+    let mut cur = 0;
     for k in blk.row_ptr[r] as usize..blk.row_ptr[r + 1] as usize {
-        // SAFETY: k is an entry of row r of the block; `build` bounds local indices
-        // by the list and ld holds list × lanes floats (checked), owned here.
+        // SAFETY: k is the next entry of row r of the block, decoded from cur;
+        // `build` bounds the positions by the list and ld holds list × lanes floats
+        // (checked), owned here.
         unsafe {
-            let j = *local.get_unchecked(k) as usize;
-            ch.scatter_ptr(out.add(j * lanes), weights.get_unchecked(k).get(), &d);
+            let (j, w) = e.get(k, &mut cur);
+            ch.scatter_ptr(out.add(j * lanes), w, &d);
         }
     }
 }
@@ -721,18 +896,15 @@ pub fn spmm(
     c: usize,
     out: &mut [f32],
 ) {
-    match &op.weights {
-        Weights::F32(w) => spmm_typed(workers, scratch, op, w, x, c, out),
-        Weights::F16(w) => spmm_typed(workers, scratch, op, w, x, c, out),
-        Weights::Bf16(w) => spmm_typed(workers, scratch, op, w, x, c, out),
-    }
+    with_entries!(op, e => spmm_typed(workers, scratch, op, e, x, c, out));
+    op.release();
 }
 
-fn spmm_typed<W: Weight>(
+fn spmm_typed<E: Entries>(
     workers: &Workers,
     scratch: &ProductScratch,
     op: &CpuOperator,
-    w: &[W],
+    e: E,
     x: &[f32],
     c: usize,
     out: &mut [f32],
@@ -748,7 +920,7 @@ fn spmm_typed<W: Weight>(
                 let base = op.block_rows[blocks.start] as usize;
                 let mut lx = scratch.locals.slot(&ranges, &blocks);
                 for b in blocks {
-                    let blk = block(op, w, b);
+                    let blk = block(op, e, b);
                     gather_rows(blk.list, x, c, lanes, &mut lx);
                     let first = (blk.rows.start - base) * c;
                     let out = &mut chunk[first..first + blk.rows.len() * c];
@@ -763,9 +935,9 @@ fn spmm_typed<W: Weight>(
 /// first row). Compiled for the CPU's widest vector unit as well (the same
 /// operations, so the same bits).
 #[multiversion(targets("x86_64+avx2+fma"))]
-fn forward_block<W: Weight, C: Channels>(
+fn forward_block<E: Entries, C: Channels>(
     ch: C,
-    blk: &Block<'_, W>,
+    blk: &Block<'_, E>,
     lx: &[f32],
     c: usize,
     out: &mut [f32],
@@ -780,9 +952,9 @@ fn forward_block<W: Weight, C: Channels>(
 /// `ld += W_bᵀ·d_out` over the rows of block `b` (`d_out`: `[rows, c]` of the whole
 /// operator). Compiled for the CPU's widest vector unit as well.
 #[multiversion(targets("x86_64+avx2+fma"))]
-fn scatter_block<W: Weight, C: Channels>(
+fn scatter_block<E: Entries, C: Channels>(
     ch: C,
-    blk: &Block<'_, W>,
+    blk: &Block<'_, E>,
     d_out: &[f32],
     c: usize,
     ld: &mut [f32],
@@ -921,25 +1093,22 @@ pub fn spmm_t(
     c: usize,
     d_x: &mut [f32],
 ) {
-    match &op.weights {
-        Weights::F32(w) => spmm_t_typed(workers, scratch, op, w, d_out, c, d_x),
-        Weights::F16(w) => spmm_t_typed(workers, scratch, op, w, d_out, c, d_x),
-        Weights::Bf16(w) => spmm_t_typed(workers, scratch, op, w, d_out, c, d_x),
-    }
+    with_entries!(op, e => spmm_t_typed(workers, scratch, op, e, d_out, c, d_x));
+    op.release();
 }
 
-fn spmm_t_typed<W: Weight>(
+fn spmm_t_typed<E: Entries>(
     workers: &Workers,
     scratch: &ProductScratch,
     op: &CpuOperator,
-    w: &[W],
+    e: E,
     d_out: &[f32],
     c: usize,
     d_x: &mut [f32],
 ) {
     with_lanes!(c, ch => {
         transposed(workers, scratch, op, ch, c, d_x, |b, ld, _| {
-            scatter_block(ch, &block(op, w, b), d_out, c, ld);
+            scatter_block(ch, &block(op, e, b), d_out, c, ld);
             (0.0, 0.0)
         });
     })
@@ -959,18 +1128,16 @@ pub fn fused_loss_step(
     scales: &LossScales,
     d_x: &mut [f32],
 ) -> (f64, f64) {
-    match &op.weights {
-        Weights::F32(w) => fused_typed(workers, scratch, op, w, x, mask, table, c, scales, d_x),
-        Weights::F16(w) => fused_typed(workers, scratch, op, w, x, mask, table, c, scales, d_x),
-        Weights::Bf16(w) => fused_typed(workers, scratch, op, w, x, mask, table, c, scales, d_x),
-    }
+    let sums = with_entries!(op, e => fused_typed(workers, scratch, op, e, x, mask, table, c, scales, d_x));
+    op.release();
+    sums
 }
 
-fn fused_typed<W: Weight>(
+fn fused_typed<E: Entries>(
     workers: &Workers,
     scratch: &ProductScratch,
     op: &CpuOperator,
-    w: &[W],
+    e: E,
     x: &[f32],
     mask: &[u32],
     table: &[f32],
@@ -981,7 +1148,7 @@ fn fused_typed<W: Weight>(
     with_lanes!(c, ch => {
         transposed(workers, scratch, op, ch, c, d_x, |b, ld, work| {
             let rows = Rows { x, mask, table, c, scales };
-            fused_block(ch, &block(op, w, b), &rows, ld, work)
+            fused_block(ch, &block(op, e, b), &rows, ld, work)
         })
     })
 }
@@ -1000,9 +1167,9 @@ struct Rows<'a> {
 /// order the loss and `ld += W_rᵀ·d`. Compiled for the CPU's widest vector unit as
 /// well (the same operations, so the same bits).
 #[multiversion(targets("x86_64+avx2+fma"))]
-fn fused_block<W: Weight, C: Channels>(
+fn fused_block<E: Entries, C: Channels>(
     ch: C,
-    blk: &Block<'_, W>,
+    blk: &Block<'_, E>,
     rows: &Rows<'_>,
     ld: &mut [f32],
     work: &mut Vec<f32>,

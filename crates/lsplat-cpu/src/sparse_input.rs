@@ -18,9 +18,8 @@
 //! checks.
 
 use crate::channels::{Channels, Dynamic, Fixed};
-use crate::operator::{
-    Block, CpuOperator, ProductScratch, Weight, Weights, block, transposed_with,
-};
+use crate::format::{Entries, with_entries};
+use crate::operator::{Block, CpuOperator, ProductScratch, block, transposed_with};
 use crate::pool::Workers;
 
 /// `idx` values per task of the column check (below this, one task).
@@ -91,11 +90,8 @@ pub fn spmm_sparse(
     }
     let out = &mut out[..op.rows() * c];
     let a = Inputs { idx, val, k, c };
-    match &op.weights {
-        Weights::F32(w) => forward(workers, scratch, op, w, a, out),
-        Weights::F16(w) => forward(workers, scratch, op, w, a, out),
-        Weights::Bf16(w) => forward(workers, scratch, op, w, a, out),
-    }
+    with_entries!(op, e => forward(workers, scratch, op, e, a, out));
+    op.release();
     Ok(())
 }
 
@@ -126,11 +122,8 @@ pub fn spmm_t_sparse(
         k,
         c,
     };
-    match &op.weights {
-        Weights::F32(w) => backward(workers, scratch, op, w, a, d_val),
-        Weights::F16(w) => backward(workers, scratch, op, w, a, d_val),
-        Weights::Bf16(w) => backward(workers, scratch, op, w, a, d_val),
-    }
+    with_entries!(op, e => backward(workers, scratch, op, e, a, d_val));
+    op.release();
     Ok(())
 }
 
@@ -145,27 +138,27 @@ struct Inputs<'a> {
     c: usize,
 }
 
-fn forward<W: Weight>(
+fn forward<E: Entries>(
     workers: &Workers,
     scratch: &ProductScratch,
     op: &CpuOperator,
-    w: &[W],
+    e: E,
     a: Inputs<'_>,
     out: &mut [f32],
 ) {
     // The common k gets a constant trip count in the inner loop.
     match a.k {
-        4 => forward_k::<W, 4>(workers, scratch, op, w, a, out),
-        _ => forward_k::<W, 0>(workers, scratch, op, w, a, out),
+        4 => forward_k::<E, 4>(workers, scratch, op, e, a, out),
+        _ => forward_k::<E, 0>(workers, scratch, op, e, a, out),
     }
 }
 
 /// [`forward`] with `k = K` (or `a.k` when `K` is 0).
-fn forward_k<W: Weight, const K: usize>(
+fn forward_k<E: Entries, const K: usize>(
     workers: &Workers,
     scratch: &ProductScratch,
     op: &CpuOperator,
-    w: &[W],
+    e: E,
     a: Inputs<'_>,
     out: &mut [f32],
 ) {
@@ -180,7 +173,7 @@ fn forward_k<W: Weight, const K: usize>(
             let mut cols = scratch.indices.slot(&ranges, &blocks);
             let mut vals = scratch.locals.slot(&ranges, &blocks);
             for b in blocks {
-                let blk = block(op, w, b);
+                let blk = block(op, e, b);
                 gather(blk.list, a.idx, k, &mut cols);
                 gather(blk.list, a.val, k, &mut vals);
                 for r in blk.rows.clone() {
@@ -188,7 +181,7 @@ fn forward_k<W: Weight, const K: usize>(
                     o.fill(0.0);
                     // SAFETY: r is a row of the block; cols and vals hold list × k
                     // pairs gathered from checked inputs (columns below c = o.len()).
-                    unsafe { add_row::<W, K>(&blk, r, k, &cols, &vals, o) };
+                    unsafe { add_row::<E, K>(&blk, r, k, &cols, &vals, o) };
                 }
             }
         },
@@ -202,8 +195,8 @@ fn forward_k<W: Weight, const K: usize>(
 /// `r` is a row of `blk`; `cols` and `vals` hold `blk.list.len() × k` values (`k = K`
 /// when `K > 0`), and every column is below `o.len()`.
 #[inline(always)]
-unsafe fn add_row<W: Weight, const K: usize>(
-    blk: &Block<'_, W>,
+unsafe fn add_row<E: Entries, const K: usize>(
+    blk: &Block<'_, E>,
     r: usize,
     k: usize,
     cols: &[u32],
@@ -211,15 +204,15 @@ unsafe fn add_row<W: Weight, const K: usize>(
     o: &mut [f32],
 ) {
     let k = if K > 0 { K } else { k };
-    let (local, weights) = (blk.local, blk.weights);
     let (cp, vp, op) = (cols.as_ptr(), vals.as_ptr(), o.as_mut_ptr());
+    let mut cur = 0;
     for e in blk.row_ptr[r] as usize..blk.row_ptr[r + 1] as usize {
-        // SAFETY: e is an entry of row r of the block, so `build` bounds its local
-        // index by the list; cols and vals hold list × k values and each column is
-        // below o.len() (caller).
+        // SAFETY: e is the next entry of row r of the block, decoded from cur, so
+        // `build` bounds its position by the list; cols and vals hold list × k values
+        // and each column is below o.len() (caller).
         unsafe {
-            let j = *local.get_unchecked(e) as usize * k;
-            let wt = weights.get_unchecked(e).get();
+            let (j, wt) = blk.e.get(e, &mut cur);
+            let j = j * k;
             for t in 0..k {
                 let col = *cp.add(j + t) as usize;
                 *op.add(col) += wt * *vp.add(j + t);
@@ -228,30 +221,30 @@ unsafe fn add_row<W: Weight, const K: usize>(
     }
 }
 
-fn backward<W: Weight>(
+fn backward<E: Entries>(
     workers: &Workers,
     scratch: &ProductScratch,
     op: &CpuOperator,
-    w: &[W],
+    e: E,
     a: Inputs<'_>,
     d_val: &mut [f32],
 ) {
     // Slots of k lanes padded to a whole SIMD register (4, 8 or 16), else k.
     match a.k {
-        4 => backward_k::<W, 4, _>(workers, scratch, op, w, a, Fixed::<4>, d_val),
-        1..=3 => backward_k::<W, 0, _>(workers, scratch, op, w, a, Fixed::<4>, d_val),
-        5..=8 => backward_k::<W, 0, _>(workers, scratch, op, w, a, Fixed::<8>, d_val),
-        9..=16 => backward_k::<W, 0, _>(workers, scratch, op, w, a, Fixed::<16>, d_val),
-        k => backward_k::<W, 0, _>(workers, scratch, op, w, a, Dynamic(k), d_val),
+        4 => backward_k::<E, 4, _>(workers, scratch, op, e, a, Fixed::<4>, d_val),
+        1..=3 => backward_k::<E, 0, _>(workers, scratch, op, e, a, Fixed::<4>, d_val),
+        5..=8 => backward_k::<E, 0, _>(workers, scratch, op, e, a, Fixed::<8>, d_val),
+        9..=16 => backward_k::<E, 0, _>(workers, scratch, op, e, a, Fixed::<16>, d_val),
+        k => backward_k::<E, 0, _>(workers, scratch, op, e, a, Dynamic(k), d_val),
     }
 }
 
 /// [`backward`] with `k = K` (or `a.k` when `K` is 0) and slots of `ch.n() ≥ k` lanes.
-fn backward_k<W: Weight, const K: usize, C: Channels>(
+fn backward_k<E: Entries, const K: usize, C: Channels>(
     workers: &Workers,
     scratch: &ProductScratch,
     op: &CpuOperator,
-    w: &[W],
+    e: E,
     a: Inputs<'_>,
     ch: C,
     d_val: &mut [f32],
@@ -268,14 +261,14 @@ fn backward_k<W: Weight, const K: usize, C: Channels>(
         k,
         d_val,
         |b, ld, cols| {
-            let blk = block(op, w, b);
+            let blk = block(op, e, b);
             gather(blk.list, a.idx, k, cols);
             for r in blk.rows.clone() {
                 let d = &d_out[r * c..r * c + c];
                 // SAFETY: r is a row of the block; cols holds list × k columns
                 // gathered from checked indices (below c = d.len()); ld is the
                 // block's list × lanes slots with k ≤ lanes.
-                unsafe { scatter_row::<W, K>(&blk, r, k, lanes, cols, d, ld) };
+                unsafe { scatter_row::<E, K>(&blk, r, k, lanes, cols, d, ld) };
             }
             (0.0, 0.0)
         },
@@ -290,8 +283,8 @@ fn backward_k<W: Weight, const K: usize, C: Channels>(
 /// `K > 0`), each below `d.len()`; `ld` holds `blk.list.len() × lanes` floats and
 /// `k ≤ lanes`.
 #[inline(always)]
-unsafe fn scatter_row<W: Weight, const K: usize>(
-    blk: &Block<'_, W>,
+unsafe fn scatter_row<E: Entries, const K: usize>(
+    blk: &Block<'_, E>,
     r: usize,
     k: usize,
     lanes: usize,
@@ -300,15 +293,14 @@ unsafe fn scatter_row<W: Weight, const K: usize>(
     ld: &mut [f32],
 ) {
     let k = if K > 0 { K } else { k };
-    let (local, weights) = (blk.local, blk.weights);
     let (cp, dp, out) = (cols.as_ptr(), d.as_ptr(), ld.as_mut_ptr());
+    let mut cur = 0;
     for e in blk.row_ptr[r] as usize..blk.row_ptr[r + 1] as usize {
-        // SAFETY: e is an entry of row r of the block, so `build` bounds its local
-        // index j by the list; cols holds list × k columns, each below d.len(), and
-        // ld holds list × lanes floats with k ≤ lanes (caller).
+        // SAFETY: e is the next entry of row r of the block, decoded from cur, so
+        // `build` bounds its position j by the list; cols holds list × k columns, each
+        // below d.len(), and ld holds list × lanes floats with k ≤ lanes (caller).
         unsafe {
-            let j = *local.get_unchecked(e) as usize;
-            let wt = weights.get_unchecked(e).get();
+            let (j, wt) = blk.e.get(e, &mut cur);
             let (cj, oj) = (cp.add(j * k), out.add(j * lanes));
             for t in 0..k {
                 *oj.add(t) += wt * *dp.add(*cj.add(t) as usize);
@@ -341,65 +333,14 @@ mod tests {
     use crate::CpuBackend;
     use crate::operator::CpuOperator;
 
-    const PRECISIONS: [WeightPrecision; 3] = [
+    use crate::testing::{operator, operator_of};
+
+    const PRECISIONS: [WeightPrecision; 4] = [
         WeightPrecision::F32,
         WeightPrecision::F16,
         WeightPrecision::Bf16,
+        WeightPrecision::Compact,
     ];
-
-    /// A `w × h` camera at the origin looking down +z at `n` random Gaussians around
-    /// z = 4, and its operator over a random ~70% of the pixels (tile 16; some tiles
-    /// empty).
-    fn operator_of(
-        dev: &CpuBackend,
-        rng: &mut Rng,
-        n: usize,
-        (w, h): (u32, u32),
-        p: WeightPrecision,
-    ) -> CpuOperator {
-        let mut g = Gaussians::default();
-        for _ in 0..n {
-            g.means.push([
-                rng.range(-1.5, 1.5),
-                rng.range(-1.0, 1.0),
-                rng.range(3.0, 5.0),
-            ]);
-            let s = rng.range(-4.0, -2.0);
-            g.log_scales
-                .push([s + rng.range(-0.5, 0.5), s, s + rng.range(-0.5, 0.5)]);
-            let u = rng.unit3();
-            g.rotations.push([rng.range(0.2, 1.0), u[0], u[1], u[2]]);
-            g.opacity_logits.push(rng.range(-3.0, 4.0));
-        }
-        g.normalize_rotations();
-        let camera = CameraParams {
-            view: [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
-            fx: 0.8 * w as f32,
-            fy: 0.8 * w as f32,
-            cx: 0.5 * w as f32,
-            cy: 0.5 * h as f32,
-            width: w,
-            height: h,
-            near: 0.01,
-            far: 1e10,
-        };
-        let grid = TileGrid::new(16, w, h);
-        let geometry = dev.upload_geometry(&g).unwrap();
-        let (mut proj, mut bins) = Default::default();
-        dev.project(&geometry, &camera, grid, &mut proj).unwrap();
-        dev.bin_and_sort(&proj, grid, &mut bins).unwrap();
-        let (px, off) = grid.select_pixels(|i| {
-            let tile = grid.tile_of(i % w, i / w);
-            rng.f32() < 0.7 && tile % 7 != 3
-        });
-        let set = PixelSet::upload(dev, grid, &px, &off).unwrap();
-        dev.build_operator(&proj, &bins, &set, n, p).unwrap()
-    }
-
-    /// [`operator_of`] at 150 × 100.
-    fn operator(dev: &CpuBackend, rng: &mut Rng, n: usize, p: WeightPrecision) -> CpuOperator {
-        operator_of(dev, rng, n, (150, 100), p)
-    }
 
     /// `[N, k]` pairs: distinct random columns per Gaussian (`dup`: every row repeats
     /// its first column once when k ≥ 2), values in [-1, 1).

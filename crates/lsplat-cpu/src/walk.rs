@@ -248,6 +248,9 @@ fn walk_row_impl<F: FnMut(usize, &[f32; LANES], u32)>(
         *l = if lanes >> i & 1 != 0 { 1.0 } else { 0.0 };
     }
     let mut open = lanes;
+    if open == 0 {
+        return;
+    }
     // Pixel-centre x of the first and last lane still open.
     let span = |open: u32| {
         (

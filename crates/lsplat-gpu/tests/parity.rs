@@ -272,6 +272,7 @@ fn raster_forward_backward_operator_match<R: Runtime>(gpu: &GpuBackend<R>) {
             WeightPrecision::F32,
             WeightPrecision::F16,
             WeightPrecision::Bf16,
+            WeightPrecision::Compact,
         ] {
             let wc = cpu.build_operator(&pc, &bc, &sc, n, prec).unwrap();
             let wg = gpu.build_operator(&pg, &bg, &sg, n, prec).unwrap();
@@ -291,7 +292,8 @@ fn raster_forward_backward_operator_match<R: Runtime>(gpu: &GpuBackend<R>) {
             // half-precision rounding boundary may land one half-ulp apart.
             let (atol, rtol) = match prec {
                 WeightPrecision::F32 => (1e-5, 1e-4),
-                WeightPrecision::F16 => (5e-4, 1e-3),
+                // The GPU stores `compact` as f16, the CPU as W16 (2⁻¹²).
+                WeightPrecision::F16 | WeightPrecision::Compact => (5e-4, 1e-3),
                 WeightPrecision::Bf16 => (4e-3, 8e-3),
             };
             let yg = excuse(&gpu.download(&yg).unwrap(), &yc, &excused);
@@ -567,12 +569,13 @@ fn sparse_input_products_match<R: Runtime>(gpu: &GpuBackend<R>) {
         WeightPrecision::F32,
         WeightPrecision::F16,
         WeightPrecision::Bf16,
+        WeightPrecision::Compact,
     ] {
         let wc = cpu.build_operator(&pc, &bc, &sc, n, prec).unwrap();
         let wg = gpu.build_operator(&pg, &bg, &sg, n, prec).unwrap();
         let (atol, rtol) = match prec {
             WeightPrecision::F32 => (1e-5, 1e-4),
-            WeightPrecision::F16 => (5e-4, 1e-3),
+            WeightPrecision::F16 | WeightPrecision::Compact => (5e-4, 1e-3),
             WeightPrecision::Bf16 => (4e-3, 8e-3),
         };
         for (k, c) in [(4, 64), (3, 37)] {

@@ -27,7 +27,7 @@ impl From<&RenderConfig> for RenderParams {
         RenderParams {
             tile_size: r.tile_size,
             clip: (r.near, r.far),
-            precision: r.weights,
+            precision: r.operator_precision,
         }
     }
 }

@@ -78,7 +78,7 @@ pub fn admit_caches<B: Backend>(
                         &gt.0.pixels,
                         geometry.count,
                         level,
-                        render.0.weights,
+                        render.0.operator_precision,
                     )) else {
                         return;
                     };
@@ -131,7 +131,7 @@ pub fn admit_caches<B: Backend>(
                     &gt.0.pixels,
                     geometry.count,
                     level,
-                    render.0.weights,
+                    render.0.operator_precision,
                 )) else {
                     return;
                 };

@@ -1,0 +1,174 @@
+//! The compact layout and spilled operators against the exact in-memory operator.
+
+use lsplat_core::Rng;
+use lsplat_core::config::{LossKind, WeightPrecision};
+use lsplat_device::Backend;
+
+use crate::CpuBackend;
+use crate::operator::fused_loss_step;
+use crate::optim::LossScales;
+use crate::testing::operator_of;
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// `|got − want| ≤ rel·scale` element by element.
+fn within(what: &str, got: &[f32], want: &[f32], scale: &[f64], rel: f64) {
+    for (i, ((&a, &b), &s)) in got.iter().zip(want).zip(scale).enumerate() {
+        assert!(
+            (a as f64 - b as f64).abs() <= rel * s + 1e-6 * rel * s.max(1e-30),
+            "{what}[{i}]: {a} vs {b} (scale {s})"
+        );
+    }
+}
+
+/// The compact operator holds the exact operator's entries, in the same order, with
+/// weights within 2⁻¹² relative, in at most 3 bytes per entry (plus the lists), and
+/// its products stay within the bound that gives: `|W̃x − Wx| ≤ 2⁻¹²·Σ|w|·|x|` per
+/// output (f32 rounding of the sums adds ~1e-6 relative).
+#[test]
+fn the_compact_layout_keeps_every_entry_within_its_error_bound() {
+    let dev = CpuBackend::new(2);
+    for (seed, n, size) in [(3, 3000, (150, 100)), (4, 20_000, (320, 240))] {
+        let mut r1 = Rng::new(seed);
+        let mut r2 = Rng::new(seed);
+        let exact = operator_of(&dev, &mut r1, n, size, WeightPrecision::F32);
+        let compact = operator_of(&dev, &mut r2, n, size, WeightPrecision::Compact);
+        assert_eq!(exact.rows(), compact.rows());
+        assert_eq!(exact.nnz(), compact.nnz(), "same non-zeros");
+        assert!(exact.nnz() > 10_000);
+        for r in 0..exact.rows() {
+            let (a, b) = (exact.row(r), compact.row(r));
+            assert_eq!(a.len(), b.len(), "row {r}");
+            for (&(ga, wa), &(gb, wb)) in a.iter().zip(&b) {
+                assert_eq!(ga, gb, "row {r}: same Gaussians in the same order");
+                assert!(
+                    ((wb - wa) / wa).abs() <= 2f32.powi(-12),
+                    "row {r}: {wa} vs {wb}"
+                );
+            }
+        }
+        let entry_bytes =
+            |op: &crate::operator::CpuOperator| op.entry_bytes() as f64 / op.nnz() as f64;
+        assert_eq!(entry_bytes(&exact), 6.0, "{}", entry_bytes(&exact));
+        assert!(entry_bytes(&compact) <= 3.05, "{}", entry_bytes(&compact));
+        let c = 3;
+        let mut rng = Rng::new(seed + 10);
+        let x: Vec<f32> = (0..n * c).map(|_| rng.range(-1.0, 1.0)).collect();
+        let (mut fe, mut fc) = (vec![0.0; exact.rows() * c], vec![0.0; exact.rows() * c]);
+        dev.spmm(&exact, &x, c, &mut fe).unwrap();
+        dev.spmm(&compact, &x, c, &mut fc).unwrap();
+        let scale: Vec<f64> = (0..exact.rows() * c)
+            .map(|i| {
+                exact
+                    .row(i / c)
+                    .iter()
+                    .map(|&(g, w)| (w * x[g as usize * c + i % c].abs()) as f64)
+                    .sum()
+            })
+            .collect();
+        within("W·x", &fc, &fe, &scale, 2f64.powi(-12) + 2e-6);
+        let d: Vec<f32> = (0..exact.rows() * c)
+            .map(|_| rng.range(-1.0, 1.0))
+            .collect();
+        let (mut de, mut dc) = (vec![0.0; n * c], vec![0.0; n * c]);
+        dev.spmm_t(&exact, &d, c, &mut de).unwrap();
+        dev.spmm_t(&compact, &d, c, &mut dc).unwrap();
+        let mut tscale = vec![0f64; n * c];
+        for r in 0..exact.rows() {
+            for (g, w) in exact.row(r) {
+                for k in 0..c {
+                    tscale[g as usize * c + k] += (w * d[r * c + k].abs()) as f64;
+                }
+            }
+        }
+        within("Wᵀ·d", &dc, &de, &tscale, 2f64.powi(-12) + 2e-6);
+    }
+}
+
+/// A spilled operator (written to a file, mapped, the file unlinked) gives bitwise
+/// the products of the operator it was spilled from, in every layout, holds almost
+/// nothing in memory, and leaves no file behind.
+#[test]
+fn a_spilled_operator_gives_the_same_bits() {
+    let dev = CpuBackend::new(2);
+    let dir = tempfile_dir();
+    for p in [
+        WeightPrecision::F32,
+        WeightPrecision::Bf16,
+        WeightPrecision::Compact,
+    ] {
+        let mut rng = Rng::new(9);
+        let n = 4000;
+        let op = operator_of(&dev, &mut rng, n, (200, 120), p);
+        let spilled = op.spill(&dir, "test", p == WeightPrecision::F32).unwrap().0;
+        assert!(spilled.is_spilled() && !op.is_spilled());
+        assert_eq!(spilled.bytes(), op.bytes());
+        assert!(spilled.resident_bytes() * 50 < op.resident_bytes());
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "the spill file is unlinked"
+        );
+        let c = 4;
+        let x: Vec<f32> = (0..n * c).map(|_| rng.range(-1.0, 1.0)).collect();
+        let (mut a, mut b) = (vec![0.0; op.rows() * c], vec![0.0; op.rows() * c]);
+        dev.spmm(&op, &x, c, &mut a).unwrap();
+        dev.spmm(&spilled, &x, c, &mut b).unwrap();
+        assert_eq!(bits(&a), bits(&b), "{p:?}: W·x");
+        let (mut da, mut db) = (vec![0.5; n * c], vec![0.5; n * c]);
+        dev.spmm_t(&op, &a, c, &mut da).unwrap();
+        dev.spmm_t(&spilled, &a, c, &mut db).unwrap();
+        assert_eq!(bits(&da), bits(&db), "{p:?}: Wᵀ·d");
+        // Twice: the pages released after the first product read back the same.
+        dev.spmm_t(&spilled, &a, c, &mut db).unwrap();
+        dev.spmm_t(&op, &a, c, &mut da).unwrap();
+        assert_eq!(bits(&da), bits(&db), "{p:?}: Wᵀ·d after a release");
+        for r in (0..op.rows()).step_by(97) {
+            assert_eq!(op.row(r), spilled.row(r));
+        }
+        // The fused step.
+        let mask: Vec<u32> = (0..op.rows() as u32).map(|r| r % 5).collect();
+        let table: Vec<f32> = (0..5 * c).map(|_| rng.range(-1.0, 1.0)).collect();
+        let scales = LossScales::new(LossKind::L1Cosine, c, op.rows(), 1.0);
+        let (mut ga, mut gb) = (vec![0.0; n * c], vec![0.0; n * c]);
+        let sa = fused_loss_step(
+            dev.workers(),
+            &dev.products,
+            &op,
+            &x,
+            &mask,
+            &table,
+            c,
+            &scales,
+            &mut ga,
+        );
+        let sb = fused_loss_step(
+            dev.workers(),
+            &dev.products,
+            &spilled,
+            &x,
+            &mask,
+            &table,
+            c,
+            &scales,
+            &mut gb,
+        );
+        assert_eq!(sa, sb);
+        assert_eq!(bits(&ga), bits(&gb), "{p:?}: fused step");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A fresh empty directory under the system's temporary folder.
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "lsplat-cpu-spill-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
