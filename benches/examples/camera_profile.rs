@@ -126,7 +126,9 @@ fn main() {
             });
             println!("rasterize forward  {t_fwd:9.1} ms {}", cpu());
         }
-        for p in [WeightPrecision::F32] {
+        // The exact operator's forward, against which the compact one is compared.
+        let mut exact: Vec<f32> = Vec::new();
+        for p in [WeightPrecision::F32, WeightPrecision::Compact] {
             let (t_build, op) = best(repeat, || {
                 dev.build_operator(&proj, &bins, &set, n, p)
                     .expect("operator")
@@ -136,11 +138,24 @@ fn main() {
             let x: Vec<f32> = (0..n * ch).map(|i| (i % 7) as f32 * 0.1).collect();
             let mut out = vec![0f32; set.len * ch];
             let (t_spmm, ()) = best(repeat, || dev.spmm(&op, &x, ch, &mut out).expect("spmm"));
+            // Largest |W̃x − Wx| relative to the largest |Wx| (0 for the exact one).
+            if exact.is_empty() {
+                exact = out.clone();
+            }
+            let peak = exact
+                .iter()
+                .fold(0f32, |m, v| m.max(v.abs()))
+                .max(f32::MIN_POSITIVE);
+            let err = out
+                .iter()
+                .zip(&exact)
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()))
+                / peak;
             let (t_spmm_t, ()) = best(repeat, || {
                 dev.spmm_t(&op, &out, ch, &mut acc).expect("spmm_t")
             });
             println!(
-                "operator build {p:?}, {levels} level(s) {t_build:9.1} ms {build_cpu}: nnz {} ({:.1} per row), {:.1} MB ({:.2} B/entry); spmm {t_spmm:.1} ms, spmm_t {t_spmm_t:.1} ms",
+                "operator build {p:?}, {levels} level(s) {t_build:9.1} ms {build_cpu}: nnz {} ({:.1} per row), {:.1} MB ({:.2} B/entry); spmm {t_spmm:.1} ms, spmm_t {t_spmm_t:.1} ms; max |Δ(W·x)| / max |W·x| against f32 {err:.1e}",
                 s.nnz,
                 s.nnz as f64 / s.rows.max(1) as f64,
                 s.bytes as f64 / 1e6,

@@ -521,7 +521,7 @@ def operator(scene: Scene, camera: CameraRef, *, config: Config = None) -> "scip
     Gaussians. So ``(W @ x).reshape(H, W, C)`` is :func:`render` of features ``x``
     (float32; within float rounding: the renderer sums each pixel's terms in the same
     order, SciPy may not). This is the operator the engine caches per camera, built
-    on the CPU (weights rounded to ``render.weights`` as the cache's are): the pieces
+    on the CPU (weights rounded to ``render.operator_precision`` as the cache's are): the pieces
     to build your own solver, with :meth:`Scene.labels` as targets. Needs SciPy.
     """
     try:

@@ -148,7 +148,7 @@ pub fn operator<'py>(
             &cam,
             cfg.render.tile_size,
             (cfg.render.near, cfg.render.far),
-            cfg.render.weights,
+            cfg.render.operator_precision,
         )?)
     })?;
     let nnz = op.indices.len();

@@ -305,20 +305,37 @@ impl CpuOperator {
     /// The operator in compressed sparse rows: row offsets (`rows + 1`), each entry's
     /// Gaussian and its weight in f32. Rows are in the pixel set's order and each row's
     /// entries in compositing order (front to back), the order the products sum them.
+    /// The compact layout's filler entries (weight 0) are left out.
     pub fn to_csr(&self) -> (Vec<u32>, Vec<u32>, Vec<f32>) {
         let nnz = self.nnz();
         let (mut cols, mut weights) = (Vec::with_capacity(nnz), Vec::with_capacity(nnz));
+        let mut row_ptr = Vec::with_capacity(self.rows + 1);
+        row_ptr.push(0u32);
         for b in 0..self.blocks() {
             let list = &self.gaussians
                 [self.block_gaussians[b] as usize..self.block_gaussians[b + 1] as usize];
-            let entries = self.row_ptr[self.block_rows[b] as usize] as usize
-                ..self.row_ptr[self.block_rows[b + 1] as usize] as usize;
-            for k in entries {
-                cols.push(list[self.local[k] as usize]);
-                weights.push(self.weights.get(k));
+            for r in self.block_rows[b] as usize..self.block_rows[b + 1] as usize {
+                let mut cur = 0usize;
+                for k in self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize {
+                    let j = match &self.local {
+                        Positions::U16(v) => v[k] as usize,
+                        Positions::Gaps(v) => {
+                            let j = cur + v[k] as usize;
+                            cur = j + 1;
+                            j
+                        }
+                    };
+                    let w = self.weights.get(k);
+                    if matches!(self.local, Positions::Gaps(_)) && w == 0.0 {
+                        continue;
+                    }
+                    cols.push(list[j]);
+                    weights.push(w);
+                }
+                row_ptr.push(cols.len() as u32);
             }
         }
-        (self.row_ptr.clone(), cols, weights)
+        (row_ptr, cols, weights)
     }
 
     fn block_cost(&self, b: usize) -> u64 {

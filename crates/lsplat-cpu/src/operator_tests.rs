@@ -172,3 +172,25 @@ fn tempfile_dir() -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// `to_csr` (the SciPy export) of the compact operator leaves its fillers out: the
+/// same row offsets and Gaussians as the exact operator's, weights within 2⁻¹².
+#[test]
+fn the_compact_operator_exports_the_exact_sparsity() {
+    let dev = CpuBackend::new(2);
+    let size = (320, 240);
+    let exact = operator_of(&dev, &mut Rng::new(5), 20_000, size, WeightPrecision::F32);
+    let compact = operator_of(
+        &dev,
+        &mut Rng::new(5),
+        20_000,
+        size,
+        WeightPrecision::Compact,
+    );
+    let (pe, ce, we) = exact.to_csr();
+    let (pc, cc, wc) = compact.to_csr();
+    assert_eq!((pe, ce), (pc, cc));
+    for (a, b) in we.iter().zip(&wc) {
+        assert!(((b - a) / a).abs() <= 2f32.powi(-12), "{a} vs {b}");
+    }
+}
