@@ -205,7 +205,10 @@ pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
     }
     // SAFETY: statvfs succeeded, so it filled the struct.
     let st = unsafe { st.assume_init() };
-    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+    // The field types differ between platforms (u64 on 64-bit Linux).
+    #[allow(clippy::unnecessary_cast)]
+    let free = st.f_bavail as u64 * st.f_frsize as u64;
+    Ok(free)
 }
 
 /// A spill file being written: arrays at the offsets a [`Layout`] gave them.

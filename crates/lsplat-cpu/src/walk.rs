@@ -388,7 +388,7 @@ mod tests {
                         got[i].push((k, wt[i].to_bits()));
                     }
                 });
-                for x in 0..LANES {
+                for (x, got) in got.iter().enumerate() {
                     let want: Vec<(usize, u32)> = if lanes >> x & 1 != 0 {
                         w.walk_pixel(x, y)
                             .into_iter()
@@ -397,7 +397,7 @@ mod tests {
                     } else {
                         Vec::new()
                     };
-                    assert_eq!(got[x], want, "trial {trial}, pixel ({x}, {y})");
+                    assert_eq!(got, &want, "trial {trial}, pixel ({x}, {y})");
                     visited += want.len();
                 }
             }
