@@ -1,6 +1,7 @@
 //! CLIP in the command-line tool: `embed`, the phrases `query` and `eval lerf` encode
 //! themselves, the embedding cache of a run, and `info`'s ONNX Runtime line.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -8,7 +9,7 @@ use lsplat_core::Config;
 use lsplat_data::embeddings::{TextEmbeddings, read_embeddings, write_embeddings};
 use lsplat_models::clip::{ClipModel, ClipText, TEXT_FILE};
 use lsplat_models::{SessionOptions, runtime};
-use lsplat_query::CANONICAL;
+use lsplat_query::{CANONICAL, QueryError, TextEncoder};
 
 /// Where a command finds its CLIP model.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -209,6 +210,80 @@ pub fn text_embeddings(
             "no text embeddings: give --text FILE (docs/formats.md), or a CLIP model with --clip DIR (or `models.clip` in {}'s config.toml) to encode the phrases",
             run_dir.display()
         ),
+    }
+}
+
+/// CLIP's text encoder as a text source of free text (the viewer's typed queries):
+/// loaded once, each phrase encoded on first use and kept for the server's life.
+pub struct ClipEncoder {
+    dir: PathBuf,
+    dim: usize,
+    state: std::sync::Mutex<(ClipText, HashMap<String, Vec<f32>>)>,
+}
+
+impl ClipEncoder {
+    /// Loads the text encoder of the CLIP folder `dir` on the configuration's ONNX
+    /// Runtime and device and encodes the canonical phrases (which fixes the width).
+    pub fn load(dir: &Path, vocab: Option<&Path>, cfg: &Config) -> Result<ClipEncoder> {
+        let clip = ClipModel::at(dir, vocab)?;
+        let rt = runtime::load(cfg.onnx.runtime.as_deref())?;
+        let mut enc = ClipText::load(&clip, rt, &SessionOptions::from_device(&cfg.device))?;
+        enc.batch = cfg.models.batch as usize;
+        let (dim, values) = enc.encode(&CANONICAL, &mut |_, _| {})?;
+        let known = CANONICAL
+            .iter()
+            .zip(values.chunks_exact(dim))
+            .map(|(p, v)| (p.to_string(), v.to_vec()))
+            .collect();
+        Ok(ClipEncoder {
+            dir: dir.to_path_buf(),
+            dim,
+            state: std::sync::Mutex::new((enc, known)),
+        })
+    }
+}
+
+impl TextEncoder for ClipEncoder {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed(&self, phrases: &[&str]) -> Result<Vec<f32>, QueryError> {
+        let mut state = self.state.lock().map_err(|_| {
+            QueryError::text(&self.dir, "the CLIP encoder stopped on an earlier error")
+        })?;
+        let (enc, known) = &mut *state;
+        let mut todo: Vec<&str> = Vec::new();
+        for p in phrases {
+            if !known.contains_key(*p) && !todo.contains(p) {
+                todo.push(p);
+            }
+        }
+        if !todo.is_empty() {
+            let (dim, values) = enc
+                .encode(&todo, &mut |_, _| {})
+                .map_err(|e| QueryError::text(&self.dir, e.to_string()))?;
+            if dim != self.dim {
+                return Err(QueryError::text(
+                    &self.dir,
+                    format!(
+                        "the text encoder gave {dim}-D rows after {}-D ones",
+                        self.dim
+                    ),
+                ));
+            }
+            for (p, v) in todo.iter().zip(values.chunks_exact(dim)) {
+                known.insert(p.to_string(), v.to_vec());
+            }
+        }
+        Ok(phrases
+            .iter()
+            .flat_map(|p| known[*p].iter().copied())
+            .collect())
+    }
+
+    fn describe(&self) -> String {
+        format!("CLIP {} ({}-D, free text)", self.dir.display(), self.dim)
     }
 }
 

@@ -12,6 +12,7 @@ use lsplat_render::BackendVisitor;
 use lsplat_view::frame::{Mode, Query, Renderer};
 use lsplat_view::scene::{SceneOptions, ViewScene};
 
+use crate::clip::{ClipArgs, ClipEncoder};
 use crate::views::backend_kind;
 
 /// Options of `view`.
@@ -33,8 +34,12 @@ pub struct ViewArgs {
     pub model: Option<PathBuf>,
     /// Text embeddings queries are looked up in (as `query --text`): typed phrases must
     /// be in the file, with the canonical "object", "things", "stuff", "texture".
-    #[arg(long)]
+    #[arg(long, conflicts_with = "clip")]
     pub text: Option<PathBuf>,
+    /// A CLIP model that embeds whatever is typed (as `query --clip`; default:
+    /// `models.clip` of the first run's configuration).
+    #[command(flatten)]
+    pub clip: ClipArgs,
     /// Backend to render on (default: the run's `device.backend`).
     #[arg(long)]
     pub backend: Option<String>,
@@ -49,7 +54,7 @@ pub struct ViewArgs {
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
     /// The query of --bench's relevancy frames (default: the first phrase of --text
-    /// that is not canonical).
+    /// that is not canonical; needed with --clip).
     #[arg(long)]
     pub bench_query: Option<String>,
 }
@@ -70,9 +75,24 @@ pub fn run(args: ViewArgs) -> Result<()> {
             );
         }
     }
-    let text: Option<Arc<dyn TextEncoder>> = match &args.text {
-        Some(p) => Some(Arc::new(lsplat_data::embeddings::read_embeddings(p)?)),
-        None => None,
+    // The first run's settings say where CLIP and ONNX Runtime are (a run of several
+    // levels keeps them in its level folders, read when the scenes load).
+    let run_cfg = args
+        .run
+        .first()
+        .map(|d| d.join(lsplat_data::run::CONFIG_FILE))
+        .filter(|p| p.is_file())
+        .map(|p| lsplat_core::Config::load(&p))
+        .transpose()?
+        .unwrap_or_default();
+    let text: Option<Arc<dyn TextEncoder>> = match (&args.text, args.clip.model(&run_cfg)) {
+        (Some(p), _) => Some(Arc::new(lsplat_data::embeddings::read_embeddings(p)?)),
+        (None, Some((dir, vocab))) => {
+            let t = ClipEncoder::load(&dir, vocab.as_deref(), &run_cfg)?;
+            eprintln!("queries: {}", t.describe());
+            Some(Arc::new(t))
+        }
+        (None, None) => None,
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let reader = |d: &std::path::Path| lsplat_plugins::load_run(d);
@@ -122,7 +142,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
                             .into_iter()
                             .find(|n| !CANONICAL.contains(&n.as_str()))
                             .context(
-                                "--text holds only the canonical phrases: give --bench-query",
+                                "--text holds only the canonical phrases (or --clip knows no list): give --bench-query",
                             )?,
                     };
                     let unit = t.embed(&[phrase.as_str()])?;

@@ -234,6 +234,47 @@ fn typed_queries_equal_the_same_phrases_from_a_file() {
     );
     assert!(said.contains("encoded 1 phrases (4 cached)"), "{said}");
 
+    // view --clip embeds whatever is typed; a file knows only its own phrases.
+    let (said, err) = ok_with(
+        &lib,
+        &[
+            "view",
+            "--run",
+            s(&run),
+            "--clip",
+            s(&clip),
+            "--bench",
+            "32x24",
+            "--repeats",
+            "1",
+            "--bench-query",
+            "a red mug on the sofa",
+        ],
+    );
+    assert!(err.contains("free text") && err.contains("24-D"), "{err}");
+    assert!(
+        said.contains("relevancy") && said.contains("segmentation"),
+        "{said}"
+    );
+    let e = fails_with(
+        &lib,
+        &[
+            "view",
+            "--run",
+            s(&run),
+            "--text",
+            s(&q),
+            "--bench",
+            "32x24",
+            "--bench-query",
+            "a red mug on the sofa",
+        ],
+    );
+    assert!(
+        e.contains("no embedding for \"a red mug on the sofa\""),
+        "{e}"
+    );
+
     // eval lerf --clip: the labels' categories encoded the same way.
     let (objects, (w, h)) = known_objects(r);
     let labels = label(r, "frame_00003", (w, h), &objects.join(","));
