@@ -125,9 +125,7 @@ pub fn encode_phrases(
     let mut all_values: Vec<f32> = cached.as_ref().map_or(Vec::new(), |c| c.values.clone());
     let mut dim = cached.as_ref().map_or(0, |c| c.dim);
     if !todo.is_empty() {
-        let rt = runtime::load(cfg.onnx.runtime.as_deref())?;
-        let mut enc = ClipText::load(&clip, rt, &SessionOptions::from_device(&cfg.device))?;
-        enc.batch = cfg.models.batch as usize;
+        let mut enc = text_encoder(&clip, cfg)?;
         let mut bar = crate::progress::Progress::new(
             "clip",
             todo.len() as u64,
@@ -213,6 +211,14 @@ pub fn text_embeddings(
     }
 }
 
+/// The text encoder of `clip` on the configuration's ONNX Runtime, device and batch.
+fn text_encoder(clip: &ClipModel, cfg: &Config) -> Result<ClipText> {
+    let rt = runtime::load(cfg.onnx.runtime.as_deref())?;
+    let mut enc = ClipText::load(clip, rt, &SessionOptions::from_device(&cfg.device))?;
+    enc.batch = cfg.models.batch as usize;
+    Ok(enc)
+}
+
 /// CLIP's text encoder as a text source of free text (the viewer's typed queries):
 /// loaded once, each phrase encoded on first use and kept for the server's life.
 pub struct ClipEncoder {
@@ -225,10 +231,7 @@ impl ClipEncoder {
     /// Loads the text encoder of the CLIP folder `dir` on the configuration's ONNX
     /// Runtime and device and encodes the canonical phrases (which fixes the width).
     pub fn load(dir: &Path, vocab: Option<&Path>, cfg: &Config) -> Result<ClipEncoder> {
-        let clip = ClipModel::at(dir, vocab)?;
-        let rt = runtime::load(cfg.onnx.runtime.as_deref())?;
-        let mut enc = ClipText::load(&clip, rt, &SessionOptions::from_device(&cfg.device))?;
-        enc.batch = cfg.models.batch as usize;
+        let mut enc = text_encoder(&ClipModel::at(dir, vocab)?, cfg)?;
         let (dim, values) = enc.encode(&CANONICAL, &mut |_, _| {})?;
         let known = CANONICAL
             .iter()
