@@ -13,6 +13,7 @@
 # image.int8.onnx (scripts/quantize_clip.py) and, when the float32 run of the same model
 # and images exists, prints the features' cosine to it (the masks are the same).
 # LSPLAT_BIN: an already built lsplat-engine (default: cargo build --release here).
+# ORT_LIB: the ONNX Runtime library to use (default: the onnxruntime wheel of $PYTHON).
 # THREADS (default 2) sets device.threads (ONNX Runtime) and preprocess.threads.
 # Files go to ${SAM_BENCH_DIR:-/tmp/lsplat-sam-bench} (ViT-H: 2.5 GB of weights).
 set -euo pipefail
@@ -64,10 +65,13 @@ if [ -z "$BIN" ]; then cargo build --release -q -p lsplat-cli; BIN=target/releas
 tag="$MODEL-b$BLOBS-${clip_file%.onnx}-t$THREADS-n$N"
 out="$DIR/out-$tag"
 rm -rf "$out"
-lib=$("$PYTHON" -c "import glob, os, onnxruntime; print(sorted(glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', 'libonnxruntime.so.*')))[-1])")
+lib=${ORT_LIB:-$("$PYTHON" -c "import glob, os, onnxruntime; print(sorted(glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', 'libonnxruntime.so.*')))[-1])")}
+timer() { # GNU time where installed, else wall seconds only
+  if [ -x /usr/bin/time ]; then /usr/bin/time -f "wall %e s, user %U s, sys %S s, max RSS %M KB" "$@"; return; fi
+  local t0; t0=$(date +%s.%N); "$@"; awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "wall %.2f s\n", b - a }' >&2
+}
 echo "== $tag: load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-/usr/bin/time -f "wall %e s, user %U s, sys %S s, max RSS %M KB" \
-  "$BIN" preprocess --images "$images" --sam "$sam" --clip "$clip" --out "$out" \
+timer "$BIN" preprocess --images "$images" --sam "$sam" --clip "$clip" --out "$out" \
   --set "onnx.runtime=$lib" --set "device.threads=$THREADS" --set "preprocess.threads=$THREADS" \
   --set "preprocess.clip_image_file=$clip_file" "$@"
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -255,8 +255,8 @@ pub(crate) fn check_level_set(
 }
 
 /// Loads labels at `level` for the images `names` (camera names, in camera order).
-/// Every name needs its files and every file pair a name; otherwise the error lists
-/// the unmatched names.
+/// Every name needs its files (other images' files are not read); otherwise the error
+/// lists the unmatched names.
 pub fn load_langsplat_labels(
     dir: &Path,
     level: u8,
@@ -273,7 +273,10 @@ pub fn load_langsplat_labels(
     Ok(labels)
 }
 
-/// Checks that `names` (cameras) and `available` (labelled images) are the same set.
+/// Checks that every name of `names` (cameras) is among `available` (labelled
+/// images). Labelled images without a camera are allowed: the cameras choose which
+/// images a run uses (a subset of an orbit, a split), so `synth --subsets` scenes share
+/// one dataset. A camera without labels is an error that lists both sides.
 pub(crate) fn match_names(
     source: &Path,
     names: &[String],
@@ -288,14 +291,14 @@ pub(crate) fn match_names(
         .filter(|n| have.binary_search(n).is_err())
         .map(|n| n.to_string())
         .collect();
+    if no_labels.is_empty() {
+        return Ok(());
+    }
     let no_camera: Vec<String> = have
         .iter()
         .filter(|n| want.binary_search(n).is_err())
         .map(|n| n.to_string())
         .collect();
-    if no_labels.is_empty() && no_camera.is_empty() {
-        return Ok(());
-    }
     Err(DataError::NameMismatch {
         path: source.into(),
         no_labels,

@@ -71,6 +71,13 @@ fn import_then_load_matches_the_langsplat_reader() {
             let b = load_langsplat_labels(src.path(), level, &cams).unwrap();
             assert_eq!(a, b, "level {level}");
         }
+        // Cameras of a subset of the images (`synth --subsets`): their labels alone, in
+        // camera order, the same from both readers.
+        let sub = names(&["frame_003", "frame_001"]);
+        let a = load_dataset_labels(&ds, 1, &sub).unwrap();
+        assert_eq!(a, load_langsplat_labels(src.path(), 1, &sub).unwrap());
+        let full = load_dataset_labels(&ds, 1, &cams).unwrap();
+        assert_eq!(a, full[..2].to_vec());
         // Several levels in one pass equal the levels loaded one by one.
         let all = load_dataset_levels(&ds, &[3, 1, 2], &cams).unwrap();
         for (labels, level) in all.iter().zip([3, 1, 2]) {
