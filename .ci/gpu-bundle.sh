@@ -8,6 +8,13 @@
 #
 #   bash .dev/run.sh        # tests, per-kernel profile, benches; logs to $OUT or .dev/out
 #
+# With EXTRAS=1 it also packs what .ci/gpu/run-scale-view-prep.sh needs (issue 32's
+# 1.4 M-Gaussian scale scene at 299 cameras of 1264×832 (its dataset; the splat is
+# re-made there by `synth --tile`), a 512-D biker run for the viewer, four 1264×832
+# photos for `preprocess`): about 58 MB in all, and 5 minutes more here. Run there as
+#
+#   bash .dev/run-scale-view-prep.sh   # after .ci/ort-gpu-bundle.sh's .ort was unpacked into /tmp/ort
+#
 # Environment: LSPLAT_TEST_DATA (default ../shared/data). About 30 MB in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +38,7 @@ done
 rm -rf .dev && mkdir -p .dev/bin .dev/data
 cp target/release/lsplat-engine .dev/bin/
 for b in "${bins[@]}"; do cp "$b" ".dev/bin/t_$(basename "$b" | sed 's/-[0-9a-f]*$//')"; done
-strip .dev/bin/* && gzip -6 .dev/bin/*
+strip .dev/bin/* && xz -T0 -9 .dev/bin/*
 cp "$ply" .dev/data/biker.ply
 
 B=target/release/lsplat-engine
@@ -54,7 +61,9 @@ cat > .dev/run.sh <<'RUN'
 cd "$(dirname "$0")"
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
-gunzip -f bin/*.gz; chmod +x bin/*
+python3 -c "import lzma, os, shutil, sys
+for f in sys.argv[1:]:
+    shutil.copyfileobj(lzma.open(f), open(f[:-3], 'wb')); os.remove(f)" bin/*.xz; chmod +x bin/*
 lib=$(dirname "$(find /usr/local/cuda*/ -name 'libnvrtc.so*' 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$lib" LSPLAT_KERNEL_CACHE=/tmp/kc LSPLAT_REQUIRE_CUDA=1
 B=$PWD/bin/lsplat-engine
@@ -68,4 +77,31 @@ for c in operator none; do timeout 90 $B bench --scene biker/scene.toml --iters 
 timeout 60 $B bench --scene s3/scene.toml --iters 300 $P
 timeout 90 $B bench --scene s512/scene.toml --set train.model=langsplat_v2 --iters 200 $P
 RUN
+
+if [ "${EXTRAS:-0}" = 1 ]; then
+  make_scene b512 12 640 480 512
+  "$B" synth --splats "$ply" --tile 3x3 --orbit 299 --subsets 25,50 --width 1264 --height 832 --out "$tmp/scale" >/dev/null
+  "$B" import langsplat --source "$tmp/scale/language_features" --out "$tmp/scale/dataset" >/dev/null
+  mkdir -p .dev/scale
+  cp -r "$tmp/scale/dataset" "$tmp/scale"/cameras*.json .dev/scale/
+  for f in "$tmp/scale"/scene*.toml; do sed -e '/^#/d' "$f" > ".dev/scale/$(basename "$f")"; done
+  py=${PYTHON:-.venv/bin/python}
+  "$py" - "$data" .dev <<'PY'
+import glob, os, sys
+import cv2
+import numpy as np
+data, out = sys.argv[1], sys.argv[2]
+names = ["object", "things", "stuff", "texture", "a bicycle wheel"]
+e = np.random.default_rng(0).standard_normal((len(names), 512)).astype(np.float32)
+np.save(os.path.join(out, "text.npy"), e / np.linalg.norm(e, axis=1, keepdims=True))
+open(os.path.join(out, "text.txt"), "w").write("\n".join(names) + "\n")
+srcs = sorted(glob.glob(os.path.join(data, "snowmiku/input_samples/*.jpg")))
+srcs += sorted(glob.glob(os.path.join(data, "snowmiku/images_8/*.png")))
+os.makedirs(os.path.join(out, "images"), exist_ok=True)
+for i, p in enumerate(srcs[:4]):
+    im = cv2.resize(cv2.imread(p), (1264, 832), interpolation=cv2.INTER_AREA)
+    cv2.imwrite(os.path.join(out, "images", f"img{i:03d}.jpg"), im, [cv2.IMWRITE_JPEG_QUALITY, 95])
+PY
+  cp .ci/gpu/run-scale-view-prep.sh .ci/gpu/tm.py .dev/
+fi
 du -sh .dev
