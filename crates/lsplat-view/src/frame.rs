@@ -130,6 +130,11 @@ pub struct Renderer<B: Backend> {
     scratch: Scratch<B>,
     bands: Vec<((u32, u32, usize), Vec<BandSet<B>>)>,
     out: Option<B::Buf<f32>>,
+    /// Host copy of `out` (kept between frames: a fresh 30 MB vector per band costs
+    /// its page faults every frame).
+    tiled: Vec<f32>,
+    /// One band's rows in image order (kept between frames, as `tiled`).
+    band: Vec<f32>,
     colours_for: Option<[f32; 3]>,
     threads: usize,
 }
@@ -162,6 +167,8 @@ impl<B: Backend> Renderer<B> {
             scratch: Scratch::default(),
             bands: Vec::new(),
             out: None,
+            tiled: Vec::new(),
+            band: Vec::new(),
             colours_for: None,
             threads: threads.max(1),
         };
@@ -340,7 +347,7 @@ impl<B: Backend> Renderer<B> {
         };
         let mut decode = DecodeStats::default();
         let targets = self.targets(level, req.mode, query.as_deref());
-        let mut band = Vec::new();
+        let mut band = std::mem::take(&mut self.band);
         for b in 0..self.bands[bi].1.len() {
             let t = Instant::now();
             let bs = &self.bands[bi].1[b];
@@ -366,7 +373,9 @@ impl<B: Backend> Renderer<B> {
                 stride,
                 out,
             )?;
-            let tiled = self.dev.download(out)?;
+            self.tiled.resize(B::buf_len(out), 0.0);
+            self.dev.download_into(out, &mut self.tiled)?;
+            let tiled = &self.tiled;
             band.clear();
             band.resize(bs.rows as usize * w * stride, 0.0);
             let base = bs.y0 as usize * w;
@@ -394,9 +403,8 @@ impl<B: Backend> Renderer<B> {
             decode.pixels += st.pixels;
             let nt = targets.as_ref().map_or(0, |t| t.1);
             if let (Some(m), true) = (map.as_mut(), nt > 0) {
-                for (i, d) in dots.chunks_exact(nt).enumerate() {
-                    m[base + i] = relevancy(d[4], &d[..4]);
-                }
+                let rows = dots.len() / nt;
+                relevancy_rows(&dots, nt, &mut m[base..base + rows], self.threads);
             }
             tm.relevancy += ms(t);
             if req.mode == Mode::Features {
@@ -406,6 +414,7 @@ impl<B: Backend> Renderer<B> {
                 tm.shade += ms(t);
             }
         }
+        self.band = band;
         let t = Instant::now();
         let picture = match req.mode {
             Mode::Rgb => rgb,
@@ -514,6 +523,21 @@ impl<B: Backend> Renderer<B> {
             }
         }
     }
+}
+
+/// Relevancy of each pixel from its dot products `[P, nt]` (canonical phrases first,
+/// the query fifth), on `threads` threads.
+fn relevancy_rows(dots: &[f32], nt: usize, out: &mut [f32], threads: usize) {
+    let per = out.len().div_ceil(threads.max(1)).max(16_384);
+    std::thread::scope(|s| {
+        for (d, o) in dots.chunks(per * nt).zip(out.chunks_mut(per)) {
+            s.spawn(move || {
+                for (d, o) in d.chunks_exact(nt).zip(o) {
+                    *o = relevancy(d[4], &d[..4]);
+                }
+            });
+        }
+    });
 }
 
 fn ms(t: Instant) -> f64 {

@@ -36,6 +36,8 @@ struct Table {
     t: usize,
     values: Vec<f32>,
     done: Vec<u8>,
+    /// Cells whose eight vertices are all decoded (a pixel in one skips the check).
+    cell_done: Vec<bool>,
 }
 
 /// A V1 level's decoder and its tables.
@@ -146,6 +148,7 @@ impl Decoded {
                     t,
                     values: vec![0.0; v * t],
                     done: vec![0; v],
+                    cell_done: vec![false; self.cells.pow(3)],
                 });
                 tables.len() - 1
             }
@@ -187,8 +190,14 @@ impl Decoded {
     /// Decodes the vertices the codes need that the table lacks; returns how many.
     fn fill(&self, table: &mut Table, codes: &[f32], threads: usize) -> Result<usize> {
         let mut missing = Vec::new();
+        let n = self.cells;
         for code in codes.chunks_exact(3) {
             let (i, _) = self.locate(code);
+            let cell = (i[0] * n + i[1]) * n + i[2];
+            if table.cell_done[cell] {
+                continue;
+            }
+            table.cell_done[cell] = true;
             for corner in 0..8 {
                 let v = self.vertex([
                     i[0] + (corner & 1),
