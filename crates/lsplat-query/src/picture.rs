@@ -228,16 +228,32 @@ pub fn heat_map(values: &[f32], alpha: &[f32], (lo, hi): (f32, f32)) -> Vec<u8> 
 /// canonical phrase), turbo of `(r − 0.5)/(max − 0.5)`; elsewhere the feature picture
 /// at 30%.
 pub fn heat_over(map: &[f32], rgb: &[u8]) -> Vec<u8> {
-    let top = map.iter().copied().fold(0.5f32, f32::max);
-    let mut out = Vec::with_capacity(rgb.len());
-    for (r, px) in map.iter().zip(rgb.chunks_exact(3)) {
+    let mut out = vec![0u8; rgb.len()];
+    heat_over_into(map, rgb, heat_top(map), &mut out);
+    out
+}
+
+/// The top of [`heat_over`]'s colour scale: the map's maximum, at least 0.5.
+pub fn heat_top(map: &[f32]) -> f32 {
+    map.iter().copied().fold(0.5f32, f32::max)
+}
+
+/// [`heat_over`] of a part of the picture, with the scale's top of the whole map
+/// ([`heat_top`]), into `out` (`3 × map.len()` bytes).
+pub fn heat_over_into(map: &[f32], rgb: &[u8], top: f32, out: &mut [u8]) {
+    for ((r, px), o) in map
+        .iter()
+        .zip(rgb.chunks_exact(3))
+        .zip(out.chunks_exact_mut(3))
+    {
         if *r > 0.5 {
-            out.extend(turbo((r - 0.5) / (top - 0.5).max(1e-6)));
+            o.copy_from_slice(&turbo((r - 0.5) / (top - 0.5).max(1e-6)));
         } else {
-            out.extend(px.iter().map(|v| (*v as f32 * 0.3).round() as u8));
+            for (o, v) in o.iter_mut().zip(px) {
+                *o = (*v as f32 * 0.3).round() as u8;
+            }
         }
     }
-    out
 }
 
 /// PNG bytes of an RGB8 image.

@@ -14,7 +14,7 @@ use std::time::Instant;
 use lsplat_core::{Camera, TileGrid};
 use lsplat_device::{Backend, CameraParams, PixelSet};
 use lsplat_query::lerf::{Protocol, blend, threshold};
-use lsplat_query::picture::heat_over;
+use lsplat_query::picture::{heat_over_into, heat_top};
 use lsplat_render::Scratch;
 
 use crate::answers::relevancy;
@@ -388,11 +388,11 @@ impl<B: Backend> Renderer<B> {
 
             let t = Instant::now();
             let px = &mut rgb[base * 3..(base + band.len() / stride) * 3];
-            for (o, r) in px.chunks_exact_mut(3).zip(band.chunks_exact(stride)) {
+            par_pixels(self.threads, px, 3, &band, stride, |_, o, r| {
                 for k in 0..3 {
                     o[k] = (r[k].clamp(0.0, 1.0) * 255.0).round() as u8;
                 }
-            }
+            });
             tm.shade += ms(t);
             if req.mode == Mode::Rgb {
                 continue;
@@ -419,11 +419,23 @@ impl<B: Backend> Renderer<B> {
         let picture = match req.mode {
             Mode::Rgb => rgb,
             Mode::Features => feature_rgb,
-            Mode::Relevancy => heat_over(map.as_deref().unwrap_or_default(), &rgb),
+            Mode::Relevancy => {
+                let m = map.as_deref().unwrap_or_default();
+                let top = heat_top(m);
+                let mut out = vec![0u8; rgb.len()];
+                par_pixels(self.threads, &mut out, 3, &rgb, 3, |i, o, px| {
+                    heat_over_into(&m[i..i + 1], px, top, o);
+                });
+                out
+            }
             Mode::Segmentation => {
                 let m = map.as_deref().unwrap_or_default();
                 let mask = segment(m, w, h, req.threshold);
-                segmentation_picture(&mask, &rgb)
+                let mut out = vec![0u8; rgb.len()];
+                par_pixels(self.threads, &mut out, 3, &rgb, 3, |i, o, px| {
+                    segment_pixel(mask[i], px, o);
+                });
+                out
             }
         };
         tm.shade += ms(t);
@@ -555,17 +567,55 @@ pub fn segment(map: &[f32], w: usize, h: usize, thresh: f32) -> Vec<u8> {
 /// The segmentation over the colours: inside, the colours tinted orange; outside,
 /// the colours at 35%.
 pub fn segmentation_picture(mask: &[u8], rgb: &[u8]) -> Vec<u8> {
-    const TINT: [f32; 3] = [255.0, 120.0, 20.0];
-    let mut out = Vec::with_capacity(rgb.len());
-    for (m, px) in mask.iter().zip(rgb.chunks_exact(3)) {
-        for k in 0..3 {
-            let v = px[k] as f32;
-            out.push(if *m != 0 {
-                (0.45 * v + 0.55 * TINT[k]).round() as u8
-            } else {
-                (0.35 * v).round() as u8
-            });
-        }
+    let mut out = vec![0u8; rgb.len()];
+    for ((m, px), o) in mask
+        .iter()
+        .zip(rgb.chunks_exact(3))
+        .zip(out.chunks_exact_mut(3))
+    {
+        segment_pixel(*m, px, o);
     }
     out
+}
+
+/// One pixel of [`segmentation_picture`].
+#[inline]
+fn segment_pixel(m: u8, px: &[u8], o: &mut [u8]) {
+    const TINT: [f32; 3] = [255.0, 120.0, 20.0];
+    for k in 0..3 {
+        let v = px[k] as f32;
+        o[k] = if m != 0 {
+            (0.45 * v + 0.55 * TINT[k]).round() as u8
+        } else {
+            (0.35 * v).round() as u8
+        };
+    }
+}
+
+/// Runs `f(pixel index, out pixel, in pixel)` over pixels `out` (`oc` values each) and
+/// `inp` (`ic` values each) on `threads` threads, in chunks of whole pixels.
+fn par_pixels<O: Send, I: Sync>(
+    threads: usize,
+    out: &mut [O],
+    oc: usize,
+    inp: &[I],
+    ic: usize,
+    f: impl Fn(usize, &mut [O], &[I]) + Sync,
+) {
+    let n = out.len() / oc;
+    let per = n.div_ceil(threads.max(1)).max(16_384);
+    let f = &f;
+    std::thread::scope(|s| {
+        for (c, (o, i)) in out
+            .chunks_mut(per * oc)
+            .zip(inp.chunks(per * ic))
+            .enumerate()
+        {
+            s.spawn(move || {
+                for (k, (o, i)) in o.chunks_exact_mut(oc).zip(i.chunks_exact(ic)).enumerate() {
+                    f(c * per + k, o, i);
+                }
+            });
+        }
+    });
 }

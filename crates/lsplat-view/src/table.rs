@@ -191,13 +191,26 @@ impl Decoded {
     fn fill(&self, table: &mut Table, codes: &[f32], threads: usize) -> Result<usize> {
         let mut missing = Vec::new();
         let n = self.cells;
-        for code in codes.chunks_exact(3) {
-            let (i, _) = self.locate(code);
-            let cell = (i[0] * n + i[1]) * n + i[2];
+        // Each pixel's cell, on every thread; then the new cells, in pixel order.
+        let p = codes.len() / 3;
+        let mut cells = vec![0usize; p];
+        let per = p.div_ceil(threads.max(1)).max(16_384);
+        std::thread::scope(|s| {
+            for (src, dst) in codes.chunks(per * 3).zip(cells.chunks_mut(per)) {
+                s.spawn(move || {
+                    for (code, c) in src.chunks_exact(3).zip(dst) {
+                        let (i, _) = self.locate(code);
+                        *c = (i[0] * n + i[1]) * n + i[2];
+                    }
+                });
+            }
+        });
+        for &cell in &cells {
             if table.cell_done[cell] {
                 continue;
             }
             table.cell_done[cell] = true;
+            let i = [cell / (n * n), (cell / n) % n, cell % n];
             for corner in 0..8 {
                 let v = self.vertex([
                     i[0] + (corner & 1),
