@@ -102,6 +102,7 @@ for i, p in enumerate(srcs[:4]):
     im = cv2.resize(cv2.imread(p), (1264, 832), interpolation=cv2.INTER_AREA)
     cv2.imwrite(os.path.join(out, "images", f"img{i:03d}.jpg"), im, [cv2.IMWRITE_JPEG_QUALITY, 95])
 PY
-  cp .ci/gpu/run-scale-view-prep.sh .ci/gpu/tm.py .dev/
+  mkdir -p .dev/data/splats && ln -sf ../biker.ply .dev/data/splats/playcanvas_biker.inria_sh0.ply
+  cp .ci/gpu/*.sh .ci/gpu/tm.py .dev/
 fi
 du -sh .dev
