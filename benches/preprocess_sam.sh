@@ -62,7 +62,11 @@ EOF
 fi
 BIN=${LSPLAT_BIN:-}
 if [ -z "$BIN" ]; then cargo build --release -q -p lsplat-cli; BIN=target/release/lsplat-engine; fi
-tag="$MODEL-b$BLOBS-${clip_file%.onnx}-t$THREADS-n$N"
+# Extra preprocess arguments get their own output folder (a short hash of them), so
+# the int8 comparison below only meets a float32 run of the same settings.
+extra=""
+[ $# -gt 0 ] && extra="-$(printf '%s ' "$@" | cksum | cut -c1-8 | tr -d ' ')"
+tag="$MODEL-b$BLOBS-${clip_file%.onnx}-t$THREADS-n$N$extra"
 out="$DIR/out-$tag"
 rm -rf "$out"
 lib=${ORT_LIB:-$("$PYTHON" -c "import glob, os, onnxruntime; print(sorted(glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), 'capi', 'libonnxruntime.so.*')))[-1])")}
@@ -75,7 +79,7 @@ timer "$BIN" preprocess --images "$images" --sam "$sam" --clip "$clip" --out "$o
   --set "onnx.runtime=$lib" --set "device.threads=$THREADS" --set "preprocess.threads=$THREADS" \
   --set "preprocess.clip_image_file=$clip_file" "$@"
 echo "== load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-ref="$DIR/out-$MODEL-b$BLOBS-image-t$THREADS-n$N"
+ref="$DIR/out-$MODEL-b$BLOBS-image-t$THREADS-n$N$extra"
 if [ "$CLIP_INT8" = 1 ] && [ -d "$ref" ]; then
   "$PYTHON" - "$ref/language_features" "$out/language_features" <<'EOF'
 import glob, os, sys
