@@ -4,11 +4,13 @@
 # file of random unit phrases of the same width, and `view --bench` at SIZE (default
 # 1280x720): every mode's stages (project, raster, relevancy, shade, JPEG), minimum
 # over the repeats, on the CPU backend.
-# Usage: benches/view_biker.sh [SIZE] [OUT], from the repository root; BIN (default
+# Usage: benches/view_biker.sh [SIZE] [OUT] [-- view args, e.g. --backend cuda], from the repository root; BIN (default
 # target/release/lsplat-engine), PYTHON (default .venv/bin/python), LSPLAT_TEST_DATA.
 set -euo pipefail
 SIZE=${1:-1280x720}
 OUT=${2:-$(mktemp -d)}
+shift $(( $# < 2 ? $# : 2 ))
+[ "${1:-}" = "--" ] && shift
 BIN=${BIN:-target/release/lsplat-engine}
 PYTHON=${PYTHON:-.venv/bin/python}
 DATA=${LSPLAT_TEST_DATA:-../shared/data}
@@ -28,4 +30,4 @@ e /= np.linalg.norm(e, axis=1, keepdims=True)
 np.save(sys.argv[1] + ".npy", e)
 open(sys.argv[1] + ".txt", "w").write("\n".join(names) + "\n")
 PY
-"$BIN" view --run "$OUT/run" --text "$OUT/text.npy" --bench "$SIZE" --repeats 3
+"$BIN" view --run "$OUT/run" --text "$OUT/text.npy" --bench "$SIZE" --repeats 3 "$@"
