@@ -119,12 +119,9 @@ impl OnnxModel {
         let mut reasons = Vec::new();
         for &name in opts.accelerator.providers() {
             if !rt.has_provider(name) {
-                reasons.push(format!(
-                    "{name} is not in the ONNX Runtime at {} (it has {}; {})",
-                    rt.path.display(),
-                    rt.providers.join(", "),
-                    install_hint(name)
-                ));
+                if let Some(r) = missing_provider(opts.accelerator, name, &rt.path, &rt.providers) {
+                    reasons.push(r);
+                }
                 continue;
             }
             match session(path, rt, opts, Some(name)) {
@@ -408,6 +405,31 @@ fn install_hint(provider: &str) -> &'static str {
     }
 }
 
+/// Why the CPU runs instead of `provider`, which the runtime at `path` (offering
+/// `offered`) lacks: worth a warning when the configuration named the accelerator, and
+/// nothing with `device.backend = auto`, where a CPU-only runtime is the ordinary case
+/// (it is then only logged at debug level).
+fn missing_provider(
+    accelerator: Accelerator,
+    provider: &str,
+    path: &Path,
+    offered: &[String],
+) -> Option<String> {
+    if accelerator == Accelerator::Auto {
+        tracing::debug!(
+            "{provider} is not in the ONNX Runtime at {}",
+            path.display()
+        );
+        return None;
+    }
+    Some(format!(
+        "{provider} is not in the ONNX Runtime at {} (it has {}; {})",
+        path.display(),
+        offered.join(", "),
+        install_hint(provider)
+    ))
+}
+
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -440,4 +462,38 @@ fn session(
             .map_err(|e| e.to_string())?;
     }
     b.commit_from_file(path).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CPU-only runtime is worth a warning only when the configuration asked for an
+    /// accelerator by name; `auto` falls back to the CPU quietly.
+    #[test]
+    fn a_missing_provider_is_named_only_when_it_was_asked_for() {
+        let path = Path::new("/x/libonnxruntime.so.1.32.0");
+        let offered = vec!["CPUExecutionProvider".to_string()];
+        for name in Accelerator::Auto.providers() {
+            assert_eq!(
+                missing_provider(Accelerator::Auto, name, path, &offered),
+                None
+            );
+        }
+        let cuda = missing_provider(Accelerator::Cuda, ep::CUDA::NAME, path, &offered).unwrap();
+        assert!(
+            cuda.contains("CUDAExecutionProvider is not in the ONNX Runtime at /x/")
+                && cuda.contains("it has CPUExecutionProvider")
+                && cuda.contains("onnxruntime-gpu"),
+            "{cuda}"
+        );
+        for name in Accelerator::Amd.providers() {
+            let r = missing_provider(Accelerator::Amd, name, path, &offered).unwrap();
+            assert!(r.contains("onnxruntime-rocm"), "{r}");
+        }
+        assert_eq!(
+            Accelerator::from_backend(lsplat_core::config::BackendKind::Auto),
+            Accelerator::Auto
+        );
+    }
 }
