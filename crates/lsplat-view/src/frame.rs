@@ -404,7 +404,10 @@ impl<B: Backend> Renderer<B> {
             let nt = targets.as_ref().map_or(0, |t| t.1);
             if let (Some(m), true) = (map.as_mut(), nt > 0) {
                 let rows = dots.len() / nt;
-                relevancy_rows(&dots, nt, &mut m[base..base + rows], self.threads);
+                let out = &mut m[base..base + rows];
+                par_pixels(self.threads, out, 1, &dots, nt, |_, o, d| {
+                    o[0] = relevancy(d[4], &d[..4]);
+                });
             }
             tm.relevancy += ms(t);
             if req.mode == Mode::Features {
@@ -535,21 +538,6 @@ impl<B: Backend> Renderer<B> {
             }
         }
     }
-}
-
-/// Relevancy of each pixel from its dot products `[P, nt]` (canonical phrases first,
-/// the query fifth), on `threads` threads.
-fn relevancy_rows(dots: &[f32], nt: usize, out: &mut [f32], threads: usize) {
-    let per = out.len().div_ceil(threads.max(1)).max(16_384);
-    std::thread::scope(|s| {
-        for (d, o) in dots.chunks(per * nt).zip(out.chunks_mut(per)) {
-            s.spawn(move || {
-                for (d, o) in d.chunks_exact(nt).zip(o) {
-                    *o = relevancy(d[4], &d[..4]);
-                }
-            });
-        }
-    });
 }
 
 fn ms(t: Instant) -> f64 {
