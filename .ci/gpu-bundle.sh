@@ -36,6 +36,7 @@ for l in sys.stdin:
 done
 
 rm -rf .dev && mkdir -p .dev/bin .dev/data
+cp .ci/gpu/common.sh .dev/
 cp target/release/lsplat-engine .dev/bin/
 for b in "${bins[@]}"; do cp "$b" ".dev/bin/t_$(basename "$b" | sed 's/-[0-9a-f]*$//')"; done
 strip .dev/bin/* && xz -T0 -9 .dev/bin/*
@@ -61,12 +62,8 @@ cat > .dev/run.sh <<'RUN'
 cd "$(dirname "$0")"
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
-python3 -c "import lzma, os, shutil, sys
-for f in sys.argv[1:]:
-    shutil.copyfileobj(lzma.open(f), open(f[:-3], 'wb')); os.remove(f)" bin/*.xz; chmod +x bin/*
-lib=$(dirname "$(find /usr/local/cuda*/ -name 'libnvrtc.so*' 2>/dev/null | head -1)")
-export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$lib" LSPLAT_KERNEL_CACHE=/tmp/kc LSPLAT_REQUIRE_CUDA=1
-B=$PWD/bin/lsplat-engine
+source ./common.sh
+export LSPLAT_REQUIRE_CUDA=1
 nvidia-smi -L; $B info | head -6
 for t in bin/t_*; do echo "-- $t"; timeout 200 $t cuda:: --test-threads 4 2>&1 | grep -E "test result|FAILED|panicked"; done
 echo "-- langsplat-v2 ops on simt and cuda"
@@ -103,6 +100,6 @@ for i, p in enumerate(srcs[:4]):
     cv2.imwrite(os.path.join(out, "images", f"img{i:03d}.jpg"), im, [cv2.IMWRITE_JPEG_QUALITY, 95])
 PY
   mkdir -p .dev/data/splats && ln -sf ../biker.ply .dev/data/splats/playcanvas_biker.inria_sh0.ply
-  cp .ci/gpu/*.sh .ci/gpu/tm.py .dev/
+  cp .ci/gpu/run-*.sh .ci/gpu/tm.py .dev/
 fi
 du -sh .dev

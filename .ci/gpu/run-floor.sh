@@ -3,12 +3,8 @@
 cd "$(dirname "$0")"
 OUT="${OUT:-$PWD/out}"; mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
-python3 -c "import lzma, os, shutil, sys
-for f in sys.argv[1:]:
-    shutil.copyfileobj(lzma.open(f), open(f[:-3], 'wb')); os.remove(f)" bin/*.xz; chmod +x bin/*
-nv=$(dirname "$(find /usr/local/cuda*/ -name 'libnvrtc.so*' 2>/dev/null | head -1)")
-export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$nv" LSPLAT_KERNEL_CACHE=/tmp/kc
-B=$PWD/bin/lsplat-engine; P="--json --set device.backend=cuda"
+source ./common.sh
+P="--json --set device.backend=cuda"
 j() { python3 -c "import json,sys
 for l in sys.stdin:
     if l.startswith('{'):

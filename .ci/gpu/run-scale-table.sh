@@ -11,12 +11,7 @@ left() { echo $(( LIMIT - RESERVE - $(el) )); }
 hdr() { echo; echo "=== [$(el) s] $*"; }
 tm() { local to=$1; shift; if [ "$(left)" -lt "$to" ]; then to=$(left); fi; if [ "$to" -lt 5 ]; then echo "$1 SKIPPED (no time)"; return; fi
        TM_TIMEOUT=$to python3 "$PWD/tm.py" "$@"; tail -n 3 "/tmp/logs/$1.out" | cut -c1-600; }
-python3 -c "import lzma, os, shutil, sys
-for f in sys.argv[1:]:
-    shutil.copyfileobj(lzma.open(f), open(f[:-3], 'wb')); os.remove(f)" bin/*.xz; chmod +x bin/*
-nv=$(dirname "$(find /usr/local/cuda*/ -name 'libnvrtc.so*' 2>/dev/null | head -1)")
-export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$nv" LSPLAT_KERNEL_CACHE=/tmp/kc
-B=$PWD/bin/lsplat-engine
+source ./common.sh
 C="--set device.backend=cuda"
 nvidia-smi -L
 nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader -lms 500 > "$OUT/smi.csv" 2>/dev/null &

@@ -12,12 +12,8 @@ left() { echo $(( LIMIT - RESERVE - $(el) )); }  # seconds this section may stil
 hdr() { echo; echo "=== [$(el) s] $*"; }
 tm() { local to=$1; shift; if [ "$(left)" -lt "$to" ]; then to=$(left); fi; if [ "$to" -lt 5 ]; then echo "$1 SKIPPED (no time)"; return; fi
        TM_TIMEOUT=$to python3 "$PWD/tm.py" "$@"; tail -n 4 "/tmp/logs/$1.out" | cut -c1-400; }
-python3 -c "import lzma, os, shutil, sys
-for f in sys.argv[1:]:
-    shutil.copyfileobj(lzma.open(f), open(f[:-3], 'wb')); os.remove(f)" bin/*.xz; chmod +x bin/*
-nv=$(dirname "$(find /usr/local/cuda*/ -name 'libnvrtc.so*' 2>/dev/null | head -1)")
-export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$nv" LSPLAT_KERNEL_CACHE=/tmp/kc LSPLAT_REQUIRE_CUDA=1
-B=$PWD/bin/lsplat-engine
+source ./common.sh
+export LSPLAT_REQUIRE_CUDA=1
 C="--set device.backend=cuda"
 nvidia-smi -L; $B info 2>&1 | head -12
 nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader -lms 500 > "$OUT/smi.csv" 2>/dev/null &
