@@ -497,7 +497,11 @@ impl<B: Backend> Renderer<B> {
             return Ok((Vec::new(), DecodeStats::default(), false));
         };
         Ok(match &level.semantic {
-            Semantic::Linear(l) => (l.dots(band, stride, 4, t), DecodeStats::default(), false),
+            Semantic::Linear(l) => (
+                l.dots(band, stride, 4, t, self.threads),
+                DecodeStats::default(),
+                false,
+            ),
             Semantic::Decoded(d) => {
                 let reduce = if mode.needs_query() {
                     Reduce::Relevancy
