@@ -4,7 +4,9 @@
 # autoencoder trained on them (`autoencoder train`), the dataset encoded to 3-D codes
 # (`autoencoder encode`), codes fitted by `solve --method average` on three levels, then
 # `view --bench` at SIZE (default 1280x720) with the autoencoder: every mode's stages,
-# relevancy through the code table and the exact per-pixel decode.
+# relevancy through the code table (relevancy itself tabulated per query). With EXACT=1
+# it also renders each level's relevancy frame with the exact per-pixel decode and
+# prints the table's relevancy error and segmentation agreement (slow).
 # Usage: benches/view_biker_v1.sh [SIZE] [OUT] [-- view args, e.g. --backend cuda],
 # from the repository root; BIN (default target/release/lsplat-engine), PYTHON (default
 # .venv/bin/python), LSPLAT_TEST_DATA.
@@ -36,4 +38,5 @@ e /= np.linalg.norm(e, axis=1, keepdims=True)
 np.save(sys.argv[1] + ".npy", e)
 open(sys.argv[1] + ".txt", "w").write("\n".join(names) + "\n")
 PY
-"$BIN" view --run "$OUT/run" --model "$OUT/ae.safetensors" --text "$OUT/text.npy" --bench "$SIZE" --repeats "${REPEATS:-3}" "$@"
+"$BIN" view --run "$OUT/run" --model "$OUT/ae.safetensors" --text "$OUT/text.npy" --bench "$SIZE" --repeats "${REPEATS:-3}" \
+  ${EXACT:+--bench-exact} "$@"

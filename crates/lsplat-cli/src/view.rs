@@ -57,6 +57,11 @@ pub struct ViewArgs {
     /// that is not canonical; needed with --clip).
     #[arg(long)]
     pub bench_query: Option<String>,
+    /// With --bench, also render each V1 level's relevancy frame with the exact
+    /// per-pixel decode and print how far the code table's relevancy and segmentation
+    /// (threshold 0.4) are from it (slow: the decoder at every pixel).
+    #[arg(long)]
+    pub bench_exact: bool,
 }
 
 /// Runs `view`.
@@ -154,6 +159,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
                 size: (w, h),
                 query,
                 repeats: args.repeats,
+                exact: args.bench_exact,
                 threads,
             })
         }
@@ -213,6 +219,7 @@ struct Bench {
     size: (u32, u32),
     query: Option<Arc<Query>>,
     repeats: usize,
+    exact: bool,
     threads: usize,
 }
 
@@ -280,6 +287,26 @@ impl BackendVisitor for Bench {
         println!(
             "(milliseconds; frame = colours + project + raster + relevancy + shade; jpeg at quality 90)"
         );
+        if self.exact
+            && let Some(q) = &self.query
+        {
+            for level in &self.scene.levels {
+                if !matches!(level.semantic, lsplat_view::scene::Semantic::Decoded(_)) {
+                    continue;
+                }
+                let c = lsplat_view::bench::table_vs_exact(&mut r, &cam, level.level, q.clone())?;
+                println!(
+                    "level {}: code table vs exact decode over {} pixels: relevancy max |Δ| {:.4}, mean |Δ| {:.5}; segmentation (0.4) agrees on {:.3}% of pixels ({} differ); exact frame {:.0} ms",
+                    level.level,
+                    c.pixels,
+                    c.max_abs,
+                    c.mean_abs,
+                    100.0 * c.mask_agree,
+                    c.mask_differ,
+                    c.exact_ms
+                );
+            }
+        }
         Ok(())
     }
 }

@@ -208,30 +208,40 @@ impl Linear {
 
     /// Dot products `[P, T]` of each pixel's unit feature with targets `[T, K]`
     /// (already mapped by [`Self::targets`]), from rendered rows: pixel i's K values
-    /// start at `rendered[i·stride + offset]`. A pixel whose composited vector is zero
-    /// gets zeros.
+    /// start at `rendered[i·stride + offset]`, on `threads` threads. A pixel whose
+    /// composited vector is zero gets zeros.
     pub fn dots(
         &self,
         rendered: &[f32],
         stride: usize,
         offset: usize,
         targets: &[f32],
+        threads: usize,
     ) -> Vec<f32> {
-        let t = targets.len() / self.k;
+        let (k, t) = (self.k, targets.len() / self.k);
         let p = rendered.len() / stride;
         let mut out = vec![0f32; p * t];
-        for (row, o) in rendered.chunks_exact(stride).zip(out.chunks_exact_mut(t)) {
-            let y = &row[offset..offset + self.k];
-            let n2: f32 = y.iter().map(|v| v * v).sum();
-            if n2 <= 0.0 {
-                continue;
-            }
-            let inv = 1.0 / n2.sqrt();
-            for (j, s) in o.iter_mut().enumerate() {
-                let tau = &targets[j * self.k..(j + 1) * self.k];
-                *s = y.iter().zip(tau).map(|(a, b)| a * b).sum::<f32>() * inv;
-            }
+        if t == 0 {
+            return out;
         }
+        let per = p.div_ceil(threads.max(1)).max(4096);
+        std::thread::scope(|s| {
+            for (src, dst) in rendered.chunks(per * stride).zip(out.chunks_mut(per * t)) {
+                s.spawn(move || {
+                    for (row, o) in src.chunks_exact(stride).zip(dst.chunks_exact_mut(t)) {
+                        let y = &row[offset..offset + k];
+                        let n2: f32 = y.iter().map(|v| v * v).sum();
+                        if n2 <= 0.0 {
+                            continue;
+                        }
+                        let inv = 1.0 / n2.sqrt();
+                        for (s, tau) in o.iter_mut().zip(targets.chunks_exact(k)) {
+                            *s = dot(y, tau) * inv;
+                        }
+                    }
+                });
+            }
+        });
         out
     }
 }
@@ -356,7 +366,7 @@ mod tests {
                 .map(|j| 0.3 * rows[2 * k + j] + 0.5 * rows[7 * k + j] + 0.1 * rows[11 * k + j])
                 .collect()
         };
-        let got = lin.dots(&mix(&lin.rows, lin.k), lin.k, 0, &tau);
+        let got = lin.dots(&mix(&lin.rows, lin.k), lin.k, 0, &tau, 2);
         let wp = mix(&w, c);
         let f: Vec<f64> = (0..dim)
             .map(|d| (0..c).map(|a| wp[a] as f64 * cb[a * dim + d] as f64).sum())

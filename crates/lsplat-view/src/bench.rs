@@ -93,3 +93,61 @@ pub fn bench<B: Backend>(
     }
     Ok(out)
 }
+
+/// The code table's answers against the exact per-pixel decode on one frame.
+#[derive(Clone, Debug)]
+pub struct TableCheck {
+    /// Pixels compared.
+    pub pixels: usize,
+    /// Largest |relevancy difference|.
+    pub max_abs: f32,
+    /// Mean |relevancy difference|.
+    pub mean_abs: f64,
+    /// Share of pixels whose segmentation (threshold 0.4) is the same.
+    pub mask_agree: f64,
+    /// Pixels whose segmentation differs.
+    pub mask_differ: usize,
+    /// The exact frame's time.
+    pub exact_ms: f64,
+}
+
+/// Renders the relevancy frame of `query` at `camera` through the code table and with
+/// the exact decode, and compares the relevancy maps and LangSplat's segmentation of
+/// each (threshold 0.4).
+pub fn table_vs_exact<B: Backend>(
+    r: &mut Renderer<B>,
+    camera: &Camera,
+    level: u8,
+    query: Arc<Query>,
+) -> Result<TableCheck> {
+    let mut req = FrameRequest {
+        camera: camera.clone(),
+        mode: Mode::Relevancy,
+        level,
+        query: Some(query),
+        threshold: 0.4,
+        exact: false,
+    };
+    let table = r.render(&req)?;
+    req.exact = true;
+    let exact = r.render(&req)?;
+    let (a, b) = (
+        table.relevancy.unwrap_or_default(),
+        exact.relevancy.unwrap_or_default(),
+    );
+    let (w, h) = (camera.width as usize, camera.height as usize);
+    let diff: Vec<f32> = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).collect();
+    let (ma, mb) = (
+        crate::frame::segment(&a, w, h, 0.4),
+        crate::frame::segment(&b, w, h, 0.4),
+    );
+    let differ = ma.iter().zip(&mb).filter(|(x, y)| x != y).count();
+    Ok(TableCheck {
+        pixels: a.len(),
+        max_abs: diff.iter().copied().fold(0.0, f32::max),
+        mean_abs: diff.iter().map(|&d| f64::from(d)).sum::<f64>() / diff.len().max(1) as f64,
+        mask_agree: 1.0 - differ as f64 / ma.len().max(1) as f64,
+        mask_differ: differ,
+        exact_ms: exact.timings.total,
+    })
+}

@@ -19,7 +19,7 @@ use lsplat_render::Scratch;
 
 use crate::answers::relevancy;
 use crate::scene::{Level, Semantic, ViewScene};
-use crate::table::DecodeStats;
+use crate::table::{DecodeStats, Reduce};
 use crate::{Result, ViewError};
 
 /// Values a band holds at most (64 MB of f32).
@@ -398,16 +398,21 @@ impl<B: Backend> Renderer<B> {
                 continue;
             }
             let t = Instant::now();
-            let (dots, st) = self.dots(level, &band, stride, &targets, req.exact)?;
+            let (dots, st, reduced) =
+                self.dots(level, &band, stride, &targets, req.mode, req.exact)?;
             decode.vertices += st.vertices;
             decode.pixels += st.pixels;
             let nt = targets.as_ref().map_or(0, |t| t.1);
             if let (Some(m), true) = (map.as_mut(), nt > 0) {
-                let rows = dots.len() / nt;
-                let out = &mut m[base..base + rows];
-                par_pixels(self.threads, out, 1, &dots, nt, |_, o, d| {
-                    o[0] = relevancy(d[4], &d[..4]);
-                });
+                if reduced {
+                    m[base..base + dots.len()].copy_from_slice(&dots);
+                } else {
+                    let rows = dots.len() / nt;
+                    let out = &mut m[base..base + rows];
+                    par_pixels(self.threads, out, 1, &dots, nt, |_, o, d| {
+                        o[0] = relevancy(d[4], &d[..4]);
+                    });
+                }
             }
             tm.relevancy += ms(t);
             if req.mode == Mode::Features {
@@ -479,22 +484,37 @@ impl<B: Backend> Renderer<B> {
         })
     }
 
-    /// Dot products `[P, T]` of a band's pixels with the targets.
+    /// Dot products `[P, T]` of a band's pixels with the targets; for a V1 level in a
+    /// query mode, the relevancy `[P]` itself (its code table holds relevancy), which
+    /// the third value says.
     fn dots(
         &self,
         level: &Level,
         band: &[f32],
         stride: usize,
         targets: &Option<(Vec<f32>, usize)>,
+        mode: Mode,
         exact: bool,
-    ) -> Result<(Vec<f32>, DecodeStats)> {
+    ) -> Result<(Vec<f32>, DecodeStats, bool)> {
         let Some((t, _)) = targets else {
-            return Ok((Vec::new(), DecodeStats::default()));
+            return Ok((Vec::new(), DecodeStats::default(), false));
         };
         Ok(match &level.semantic {
-            Semantic::Linear(l) => (l.dots(band, stride, 4, t), DecodeStats::default()),
-            Semantic::Decoded(d) => d.dots(band, stride, 4, t, exact, self.threads)?,
-            Semantic::Plain(_) => (Vec::new(), DecodeStats::default()),
+            Semantic::Linear(l) => (
+                l.dots(band, stride, 4, t, self.threads),
+                DecodeStats::default(),
+                false,
+            ),
+            Semantic::Decoded(d) => {
+                let reduce = if mode.needs_query() {
+                    Reduce::Relevancy
+                } else {
+                    Reduce::Dots
+                };
+                let (v, st) = d.dots(band, stride, 4, t, reduce, exact, self.threads)?;
+                (v, st, reduce == Reduce::Relevancy)
+            }
+            Semantic::Plain(_) => (Vec::new(), DecodeStats::default(), false),
         })
     }
 

@@ -7,7 +7,9 @@
 //! the box the composited codes can reach and interpolated trilinearly. Vertices are
 //! decoded only when a frame's codes first touch their cell, and kept for the targets
 //! they were computed for (a few target sets are kept, most recent first), so a
-//! moving camera decodes a few new vertices per frame. [`Decoded::dots`] with
+//! moving camera decodes a few new vertices per frame. A relevancy frame tabulates
+//! LangSplat's relevancy itself (one value per vertex, [`Reduce::Relevancy`]): the
+//! per-pixel work is then one trilinear lookup of a scalar. [`Decoded::dots`] with
 //! `exact` decodes every pixel instead (what `query` computes).
 
 use std::sync::{Arc, Mutex};
@@ -31,8 +33,41 @@ pub struct DecodeStats {
     pub pixels: usize,
 }
 
+/// What a table holds per vertex.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduce {
+    /// The dot products with each target (`T` values).
+    Dots,
+    /// LangSplat's relevancy of the fifth target against the first four (the
+    /// canonical phrases): one value.
+    Relevancy,
+}
+
+impl Reduce {
+    /// Values per pixel for `t` targets.
+    pub fn width(self, t: usize) -> usize {
+        match self {
+            Reduce::Dots => t,
+            Reduce::Relevancy => 1,
+        }
+    }
+
+    /// Reduces rows of `t` dot products to rows of [`Reduce::width`] values.
+    fn apply(self, dots: Vec<f32>, t: usize) -> Vec<f32> {
+        match self {
+            Reduce::Dots => dots,
+            Reduce::Relevancy => dots
+                .chunks_exact(t)
+                .map(|d| crate::answers::relevancy(d[4], &d[..4]))
+                .collect(),
+        }
+    }
+}
+
 struct Table {
     targets: Vec<f32>,
+    reduce: Reduce,
+    /// Values per vertex.
     t: usize,
     values: Vec<f32>,
     done: Vec<u8>,
@@ -95,26 +130,34 @@ impl Decoded {
     }
 
     /// Dot products `[P, T]` of each pixel's decoded unit feature with unit targets
-    /// `[T, D]`; pixel i's code starts at `rendered[i·stride + offset]`. `exact`
-    /// decodes every pixel; otherwise the table is used (and grown).
+    /// `[T, D]` (or, with [`Reduce::Relevancy`], the relevancy `[P]` they give);
+    /// pixel i's code starts at `rendered[i·stride + offset]`. `exact` decodes every
+    /// pixel; otherwise the table is used (and grown).
+    #[allow(clippy::too_many_arguments)]
     pub fn dots(
         &self,
         rendered: &[f32],
         stride: usize,
         offset: usize,
         targets: &[f32],
+        reduce: Reduce,
         exact: bool,
         threads: usize,
     ) -> Result<(Vec<f32>, DecodeStats)> {
         let c = self.code_dim();
         let d = self.dim();
         let t = targets.len() / d;
-        let codes: Vec<f32> = rendered
-            .chunks_exact(stride)
-            .flat_map(|r| r[offset..offset + c].iter().copied())
-            .collect();
-        let p = codes.len() / c;
+        if reduce == Reduce::Relevancy && t != 5 {
+            return Err(crate::ViewError::Request(format!(
+                "relevancy needs 5 targets (4 canonical phrases and the query), got {t}"
+            )));
+        }
         if exact || c != 3 {
+            let codes: Vec<f32> = rendered
+                .chunks_exact(stride)
+                .flat_map(|r| r[offset..offset + c].iter().copied())
+                .collect();
+            let p = codes.len() / c;
             let mut out = vec![0f32; p * t];
             for (src, dst) in codes.chunks(CHUNK * c).zip(out.chunks_mut(CHUNK * t)) {
                 let phi = self.model.decode(src, threads)?;
@@ -128,7 +171,7 @@ impl Decoded {
                 );
             }
             return Ok((
-                out,
+                reduce.apply(out, t),
                 DecodeStats {
                     vertices: 0,
                     pixels: p,
@@ -136,15 +179,20 @@ impl Decoded {
             ));
         }
         let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
-        let at = match tables.iter().position(|tb| tb.targets == targets) {
+        let at = match tables
+            .iter()
+            .position(|tb| tb.targets == targets && tb.reduce == reduce)
+        {
             Some(i) => i,
             None => {
                 if tables.len() >= TABLES {
                     tables.remove(0);
                 }
                 let v = (self.cells + 1).pow(3);
+                let t = reduce.width(t);
                 tables.push(Table {
                     targets: targets.to_vec(),
+                    reduce,
                     t,
                     values: vec![0.0; v * t],
                     done: vec![0; v],
@@ -153,10 +201,23 @@ impl Decoded {
                 tables.len() - 1
             }
         };
-        let table = tables.remove(at);
-        let mut table = table;
-        let vertices = self.fill(&mut table, &codes, threads)?;
-        let out = self.interpolate(&table, &codes, threads);
+        let mut table = tables.remove(at);
+        let p = rendered.len() / stride;
+        let mut out = vec![0f32; p * table.t];
+        // One pass answers the pixels whose cells are decoded; the others' cells are
+        // then decoded and the pass repeated (a moving camera's few new cells).
+        let miss = self.interpolate(&table, rendered, stride, offset, &mut out, threads);
+        let mut vertices = 0;
+        if !miss.is_empty() {
+            let n = self.cells;
+            let cells = miss.iter().map(|&j| {
+                let (i, _) = self.locate(&rendered[j * stride + offset..j * stride + offset + 3]);
+                (i[0] * n + i[1]) * n + i[2]
+            });
+            vertices = self.fill(&mut table, cells, threads)?;
+            let left = self.interpolate(&table, rendered, stride, offset, &mut out, threads);
+            debug_assert!(left.is_empty());
+        }
         tables.push(table);
         Ok((
             out,
@@ -187,25 +248,16 @@ impl Decoded {
         (i[0] * r + i[1]) * r + i[2]
     }
 
-    /// Decodes the vertices the codes need that the table lacks; returns how many.
-    fn fill(&self, table: &mut Table, codes: &[f32], threads: usize) -> Result<usize> {
+    /// Decodes the vertices of `cells` that the table lacks; returns how many.
+    fn fill(
+        &self,
+        table: &mut Table,
+        cells: impl Iterator<Item = usize>,
+        threads: usize,
+    ) -> Result<usize> {
         let mut missing = Vec::new();
         let n = self.cells;
-        // Each pixel's cell, on every thread; then the new cells, in pixel order.
-        let p = codes.len() / 3;
-        let mut cells = vec![0usize; p];
-        let per = p.div_ceil(threads.max(1)).max(16_384);
-        std::thread::scope(|s| {
-            for (src, dst) in codes.chunks(per * 3).zip(cells.chunks_mut(per)) {
-                s.spawn(move || {
-                    for (code, c) in src.chunks_exact(3).zip(dst) {
-                        let (i, _) = self.locate(code);
-                        *c = (i[0] * n + i[1]) * n + i[2];
-                    }
-                });
-            }
-        });
-        for &cell in &cells {
+        for cell in cells {
             if table.cell_done[cell] {
                 continue;
             }
@@ -223,7 +275,8 @@ impl Decoded {
                 }
             }
         }
-        let (d, t) = (self.dim(), table.t);
+        let d = self.dim();
+        let (t, width) = (table.targets.len() / d, table.t);
         let r = self.cells + 1;
         for chunk in missing.chunks(CHUNK) {
             let at: Vec<f32> = chunk
@@ -242,42 +295,87 @@ impl Decoded {
                 0.0,
                 &mut dots,
             );
-            for (&v, row) in chunk.iter().zip(dots.chunks_exact(t)) {
-                table.values[v * t..(v + 1) * t].copy_from_slice(row);
+            let values = table.reduce.apply(dots, t);
+            for (&v, row) in chunk.iter().zip(values.chunks_exact(width)) {
+                table.values[v * width..(v + 1) * width].copy_from_slice(row);
                 table.done[v] = 1;
             }
         }
         Ok(missing.len())
     }
 
-    /// Trilinear interpolation of the table at every code, `[P, T]`.
-    fn interpolate(&self, table: &Table, codes: &[f32], threads: usize) -> Vec<f32> {
-        let t = table.t;
-        let p = codes.len() / 3;
-        let mut out = vec![0f32; p * t];
-        let per = p.div_ceil(threads.max(1)).max(4096);
+    /// Trilinear interpolation of a scalar table in the cell whose first vertex is
+    /// `v`, at fractions `f`.
+    #[inline(always)]
+    fn lookup(&self, values: &[f32], v: usize, f: [f32; 3]) -> f32 {
         let r = self.cells + 1;
+        let (a, b) = (r * r, r);
+        let lerp = |x: f32, y: f32, w: f32| x + w * (y - x);
+        let c00 = lerp(values[v], values[v + a], f[0]);
+        let c01 = lerp(values[v + 1], values[v + a + 1], f[0]);
+        let c10 = lerp(values[v + b], values[v + a + b], f[0]);
+        let c11 = lerp(values[v + b + 1], values[v + a + b + 1], f[0]);
+        lerp(lerp(c00, c10, f[1]), lerp(c01, c11, f[1]), f[2])
+    }
+
+    /// Trilinear interpolation of the table into `out` (`[P, T]`) at every pixel
+    /// whose cell is decoded (pixel i's code at `rendered[i·stride + offset]`), on
+    /// `threads` threads; returns the other pixels.
+    fn interpolate(
+        &self,
+        table: &Table,
+        rendered: &[f32],
+        stride: usize,
+        offset: usize,
+        out: &mut [f32],
+        threads: usize,
+    ) -> Vec<usize> {
+        let t = table.t;
+        let p = rendered.len() / stride;
+        let per = p.div_ceil(threads.max(1)).max(4096);
+        let (n, r) = (self.cells, self.cells + 1);
         std::thread::scope(|s| {
-            for (src, dst) in codes.chunks(per * 3).zip(out.chunks_mut(per * t)) {
-                s.spawn(move || {
-                    for (code, o) in src.chunks_exact(3).zip(dst.chunks_exact_mut(t)) {
-                        let (i, f) = self.locate(code);
-                        let base = self.vertex(i);
-                        for corner in 0..8 {
-                            let (a, b, c) = (corner & 1, (corner >> 1) & 1, (corner >> 2) & 1);
-                            let w = (if a == 1 { f[0] } else { 1.0 - f[0] })
-                                * (if b == 1 { f[1] } else { 1.0 - f[1] })
-                                * (if c == 1 { f[2] } else { 1.0 - f[2] });
-                            let v = base + a * r * r + b * r + c;
-                            for (x, y) in o.iter_mut().zip(&table.values[v * t..(v + 1) * t]) {
-                                *x += w * y;
+            let parts: Vec<_> = rendered
+                .chunks(per * stride)
+                .zip(out.chunks_mut(per * t))
+                .enumerate()
+                .map(|(part, (src, dst))| {
+                    s.spawn(move || {
+                        let mut miss = Vec::new();
+                        let rows = src.chunks_exact(stride).zip(dst.chunks_exact_mut(t));
+                        for (j, (row, o)) in rows.enumerate() {
+                            let (i, f) = self.locate(&row[offset..offset + 3]);
+                            if !table.cell_done[(i[0] * n + i[1]) * n + i[2]] {
+                                miss.push(part * per + j);
+                                continue;
+                            }
+                            let base = self.vertex(i);
+                            if t == 1 {
+                                // A scalar table (relevancy): one lookup per pixel.
+                                o[0] = self.lookup(&table.values, base, f);
+                                continue;
+                            }
+                            o.fill(0.0);
+                            for corner in 0..8 {
+                                let (a, b, c) = (corner & 1, (corner >> 1) & 1, (corner >> 2) & 1);
+                                let w = (if a == 1 { f[0] } else { 1.0 - f[0] })
+                                    * (if b == 1 { f[1] } else { 1.0 - f[1] })
+                                    * (if c == 1 { f[2] } else { 1.0 - f[2] });
+                                let v = base + a * r * r + b * r + c;
+                                for (x, y) in o.iter_mut().zip(&table.values[v * t..(v + 1) * t]) {
+                                    *x += w * y;
+                                }
                             }
                         }
-                    }
-                });
-            }
-        });
-        out
+                        miss
+                    })
+                })
+                .collect();
+            parts
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        })
     }
 }
 
@@ -308,14 +406,18 @@ mod tests {
         let mut targets: Vec<f32> = (0..5 * 24).map(|_| rng.normal()).collect();
         lsplat_query::normalize_rows(&mut targets, 24);
         let exact = Decoded::new(m.clone(), &gauss, 8)
-            .dots(&pixels, 3, 0, &targets, true, 2)
+            .dots(&pixels, 3, 0, &targets, Reduce::Dots, true, 2)
             .unwrap()
             .0;
         let err = |cells: usize| {
             let d = Decoded::new(m.clone(), &gauss, cells);
-            let (got, st) = d.dots(&pixels, 3, 0, &targets, false, 2).unwrap();
+            let (got, st) = d
+                .dots(&pixels, 3, 0, &targets, Reduce::Dots, false, 2)
+                .unwrap();
             assert!(st.vertices > 0 && st.vertices <= (cells + 1).pow(3));
-            let (again, st2) = d.dots(&pixels, 3, 0, &targets, false, 1).unwrap();
+            let (again, st2) = d
+                .dots(&pixels, 3, 0, &targets, Reduce::Dots, false, 1)
+                .unwrap();
             assert_eq!(
                 (again, st2.vertices),
                 (got.clone(), 0),
@@ -336,10 +438,74 @@ mod tests {
             d.lo[1] + d.step[1],
             d.lo[2] + 3.0 * d.step[2],
         ];
-        let (a, _) = d.dots(&v, 3, 0, &targets, false, 1).unwrap();
-        let (b, _) = d.dots(&v, 3, 0, &targets, true, 1).unwrap();
+        let (a, _) = d.dots(&v, 3, 0, &targets, Reduce::Dots, false, 1).unwrap();
+        let (b, _) = d.dots(&v, 3, 0, &targets, Reduce::Dots, true, 1).unwrap();
         for (x, y) in a.iter().zip(&b) {
             assert!((x - y).abs() < 1e-5);
         }
+    }
+
+    /// A relevancy table (one value per vertex) agrees with the relevancy of the
+    /// exactly decoded pixels, is exact at a vertex, and is kept apart from the dot
+    /// table of the same targets.
+    #[test]
+    fn the_relevancy_table_matches_exact_relevancy() {
+        let m = model();
+        let mut rng = Rng::new(9);
+        let mut gauss: Vec<f32> = (0..300).map(|_| rng.normal()).collect();
+        lsplat_query::normalize_rows(&mut gauss, 3);
+        let mut pixels = Vec::new();
+        for _ in 0..2000 {
+            let (a, b) = (rng.f32() * 0.6, rng.f32() * 0.4);
+            let (i, j) = ((rng.f32() * 99.0) as usize, (rng.f32() * 99.0) as usize);
+            pixels.extend((0..3).map(|k| a * gauss[i * 3 + k] + b * gauss[j * 3 + k]));
+        }
+        let mut targets: Vec<f32> = (0..5 * 24).map(|_| rng.normal()).collect();
+        lsplat_query::normalize_rows(&mut targets, 24);
+        let d = Decoded::new(m.clone(), &gauss, 64);
+        // Reference: the query crate's relevancy of the decoded unit features.
+        let phi = d.decode(&pixels, 2).unwrap();
+        let want =
+            lsplat_query::relevancy::relevancy(&phi, 24, &targets[4 * 24..], &targets[..4 * 24])
+                .unwrap();
+        let (exact, _) = d
+            .dots(&pixels, 3, 0, &targets, Reduce::Relevancy, true, 2)
+            .unwrap();
+        let (got, st) = d
+            .dots(&pixels, 3, 0, &targets, Reduce::Relevancy, false, 2)
+            .unwrap();
+        assert!(st.vertices > 0);
+        assert_eq!((exact.len(), got.len()), (2000, 2000));
+        let err = |a: &[f32]| {
+            a.iter()
+                .zip(&want)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max)
+        };
+        assert!(err(&exact) < 1e-5, "exact relevancy {}", err(&exact));
+        assert!(err(&got) < 0.02, "table relevancy off by {}", err(&got));
+        // The dot table of the same targets is separate (5 values per pixel).
+        let (dt, st) = d
+            .dots(&pixels, 3, 0, &targets, Reduce::Dots, false, 2)
+            .unwrap();
+        assert_eq!((dt.len(), st.vertices > 0), (10_000, true));
+        // At a vertex the lookup is exact.
+        let v = [
+            d.lo[0] + 7.0 * d.step[0],
+            d.lo[1] + 30.0 * d.step[1],
+            d.lo[2] + 12.0 * d.step[2],
+        ];
+        let (a, _) = d
+            .dots(&v, 3, 0, &targets, Reduce::Relevancy, false, 1)
+            .unwrap();
+        let (b, _) = d
+            .dots(&v, 3, 0, &targets, Reduce::Relevancy, true, 1)
+            .unwrap();
+        assert!((a[0] - b[0]).abs() < 1e-5, "{a:?} vs {b:?}");
+        // Wrong target count: an error.
+        assert!(
+            d.dots(&v, 3, 0, &targets[..4 * 24], Reduce::Relevancy, false, 1)
+                .is_err()
+        );
     }
 }
