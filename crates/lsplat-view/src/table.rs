@@ -355,6 +355,12 @@ impl Decoded {
                                 o[0] = self.lookup(&table.values, base, f);
                                 continue;
                             }
+                            if t == 3 {
+                                // The feature colours' three axes: the same sums, with
+                                // the row width known to the compiler.
+                                o.copy_from_slice(&blend::<3>(&table.values, base, r, f));
+                                continue;
+                            }
                             o.fill(0.0);
                             for corner in 0..8 {
                                 let (a, b, c) = (corner & 1, (corner >> 1) & 1, (corner >> 2) & 1);
@@ -377,6 +383,26 @@ impl Decoded {
                 .collect()
         })
     }
+}
+
+/// The trilinear blend at fractions `f` of the `T`-value rows of the cell whose first
+/// vertex is `base` (`r` vertices per axis), summed corner by corner as the general
+/// loop of [`Decoded::interpolate`] sums them.
+#[inline(always)]
+fn blend<const T: usize>(values: &[f32], base: usize, r: usize, f: [f32; 3]) -> [f32; T] {
+    let mut o = [0f32; T];
+    for corner in 0..8 {
+        let (a, b, c) = (corner & 1, (corner >> 1) & 1, (corner >> 2) & 1);
+        let w = (if a == 1 { f[0] } else { 1.0 - f[0] })
+            * (if b == 1 { f[1] } else { 1.0 - f[1] })
+            * (if c == 1 { f[2] } else { 1.0 - f[2] });
+        let v = (base + a * r * r + b * r + c) * T;
+        let y: &[f32; T] = values[v..v + T].try_into().expect("a row of T values");
+        for k in 0..T {
+            o[k] += w * y[k];
+        }
+    }
+    o
 }
 
 #[cfg(test)]
@@ -442,6 +468,20 @@ mod tests {
         let (b, _) = d.dots(&v, 3, 0, &targets, Reduce::Dots, true, 1).unwrap();
         for (x, y) in a.iter().zip(&b) {
             assert!((x - y).abs() < 1e-5);
+        }
+        // Three targets (the feature colours' rows of three, summed by the fixed-width
+        // blend) give the first three columns of the five-target table.
+        let d = Decoded::new(m.clone(), &gauss, 64);
+        let (five, _) = d
+            .dots(&pixels, 3, 0, &targets, Reduce::Dots, false, 2)
+            .unwrap();
+        let (three, _) = d
+            .dots(&pixels, 3, 0, &targets[..3 * 24], Reduce::Dots, false, 2)
+            .unwrap();
+        for (row3, row5) in three.chunks_exact(3).zip(five.chunks_exact(5)) {
+            for (x, y) in row3.iter().zip(&row5[..3]) {
+                assert!((x - y).abs() < 1e-5, "{x} vs {y}");
+            }
         }
     }
 
