@@ -378,6 +378,11 @@ impl BackendVisitor for TrainJob {
             }
         };
         let solver = cfg.train.solver;
+        if let Some(run) = &run {
+            // Operators past render.cache_budget may be spilled here (files unlinked
+            // once mapped, so nothing is left behind).
+            session.set_cache_dir(run.join("cache"));
+        }
         let fitted = if solver == SolverKind::Adam {
             let job = Steps {
                 cfg: &cfg,
@@ -728,6 +733,9 @@ pub(crate) fn print_summary(
                     r.cached,
                     r.streamed
                 );
+                if let Some((_, got)) = &r.placement {
+                    println!("operators: {got}");
+                }
             }
             println!(
                 "Gaussians with no weight (zero features), per level: {:?}",

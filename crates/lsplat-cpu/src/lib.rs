@@ -323,6 +323,18 @@ impl Backend for CpuBackend {
         }
     }
 
+    fn spill_operator(
+        &self,
+        op: &CpuOperator,
+        dir: &std::path::Path,
+        stem: &str,
+        probe: bool,
+    ) -> Result<Option<(CpuOperator, Option<f64>)>> {
+        op.spill(dir, stem, probe)
+            .map(Some)
+            .map_err(DeviceError::Spill)
+    }
+
     fn geometry_cache_bytes(&self, projection: &CpuProjection, bins: &CpuBins) -> usize {
         projection.bytes() + bins.bytes()
     }

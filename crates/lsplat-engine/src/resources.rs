@@ -230,8 +230,11 @@ pub struct SolverSettings {
     pub levels: Vec<u8>,
     /// Tolerance, iterations, λ, ε.
     pub solve: SolveConfig,
-    /// Bytes the solver's operators may hold.
+    /// Bytes the solver's operators may hold in memory.
     pub budget: u64,
+    /// Where operators past the budget may be spilled (the run's cache folder; set
+    /// by [`crate::Session::set_cache_dir`]); `None`: rebuilt instead.
+    pub spill: Option<lsplat_render::placement::SpillTarget>,
 }
 
 /// The outcome of a fit (inserted by the solver's system).
@@ -251,10 +254,17 @@ pub struct FitReport {
     pub residuals: Vec<Vec<f64>>,
     /// `lsq`: every level reached `solve.tol`.
     pub converged: bool,
-    /// `lsq`: fitted cameras whose operator stayed cached / was rebuilt every pass.
+    /// `lsq`: fitted cameras whose operator stayed cached (in memory or on disk) /
+    /// was rebuilt every pass.
     pub cached: usize,
     /// See `cached`.
     pub streamed: usize,
+    /// `lsq`: the operators' placement planned at start (what was announced) and
+    /// the one reached.
+    pub placement: Option<(
+        lsplat_render::placement::Placement,
+        lsplat_render::placement::Placement,
+    )>,
     /// What fitting did to each camera (walks, operator builds, products).
     pub visits: lsplat_solve::Visits,
 }
