@@ -511,11 +511,13 @@ impl BackendVisitor for TrainJob {
         print_summary(&cfg, &backend, &fitted, quality.as_deref(), eval_seconds);
         if solver == SolverKind::Adam {
             println!(
-                "cache: {} hits, {} misses, {} evictions, {:.1} MB held",
+                "cache: {} hits, {} misses, {} evictions, {:.1} MB held, {} operators spilled ({:.1} MB on disk)",
                 stats.hits,
                 stats.misses,
                 stats.evictions,
-                stats.bytes as f64 / 1e6
+                stats.bytes as f64 / 1e6,
+                stats.spilled,
+                stats.disk_bytes as f64 / 1e6
             );
         }
         println!("run directory: {}", run.path().display());

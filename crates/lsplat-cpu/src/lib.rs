@@ -319,6 +319,7 @@ impl Backend for CpuBackend {
             rows: op.rows(),
             nnz: op.nnz(),
             bytes: op.bytes(),
+            resident_bytes: op.resident_bytes(),
             pass_bytes: op.bytes(),
         }
     }

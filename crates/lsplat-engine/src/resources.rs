@@ -147,6 +147,21 @@ pub struct CacheStats {
     pub nnz: u64,
     /// Cameras holding an operator.
     pub operators: u64,
+    /// Of those, operators spilled to disk (their files mapped into memory).
+    pub spilled: u64,
+    /// Bytes of the spilled operators on disk.
+    pub disk_bytes: u64,
+}
+
+/// Where training's operators go once the cache budget is full: the first ones
+/// over it spilled to disk (up to the plan's share), the rest evicted and rebuilt.
+#[derive(Resource, Default)]
+pub struct CacheSpill {
+    /// The run's cache folder and disk budget (set by
+    /// [`crate::Session::set_cache_dir`]); `None`: never spilled.
+    pub target: Option<lsplat_render::placement::SpillTarget>,
+    /// Planned with the first operator built (the plan is announced then).
+    pub placer: Option<lsplat_render::placement::Placer>,
 }
 
 /// How much the camera caches may hold.

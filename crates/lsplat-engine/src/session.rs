@@ -513,9 +513,26 @@ impl<B: Backend> Session<B> {
             dir,
             disk_budget: self.config.render.disk_budget,
         };
+        if let Some(mut s) = self
+            .engine
+            .world
+            .get_resource_mut::<crate::resources::CacheSpill>()
+        {
+            s.target = Some(target.clone());
+        }
         if let Some(mut s) = self.engine.world.get_resource_mut::<SolverSettings>() {
             s.spill = Some(target);
         }
+    }
+
+    /// Where training's operators go, as planned with the first operator built (the
+    /// line announced then); `None` before it or without an operator cache.
+    pub fn cache_placement(&self) -> Option<lsplat_render::placement::Placement> {
+        let spill = self
+            .engine
+            .world
+            .get_resource::<crate::resources::CacheSpill>()?;
+        spill.placer.as_ref().map(|p| *p.plan())
     }
 
     /// Runs the solver (sessions with `train.solver = average | lsq`): fits every

@@ -181,16 +181,30 @@ impl Placer {
             self.placed.memory += 1;
             return Ok(Some(op));
         }
+        if let Some(spilled) = self.try_spill(dev, &op, stem)? {
+            return Ok(Some(spilled));
+        }
+        self.placed.rebuilt += 1;
+        Ok(None)
+    }
+
+    /// `op` spilled to disk when the plan's disk share and the disk room allow.
+    pub fn try_spill<B: Backend>(
+        &mut self,
+        dev: &B,
+        op: &B::Operator,
+        stem: &str,
+    ) -> Result<Option<B::Operator>> {
+        let bytes = dev.operator_stats(op).bytes as u64;
         if let Some(t) = &self.target
             && self.placed.disk < self.plan.disk
             && self.placed.disk_bytes + bytes <= self.disk_room
-            && let Some((spilled, _)) = dev.spill_operator(&op, &t.dir, stem, false)?
+            && let Some((spilled, _)) = dev.spill_operator(op, &t.dir, stem, false)?
         {
             self.placed.disk += 1;
             self.placed.disk_bytes += bytes;
             return Ok(Some(spilled));
         }
-        self.placed.rebuilt += 1;
         Ok(None)
     }
 }
