@@ -117,6 +117,8 @@ struct Run {
     stats: CacheStats,
     /// Largest `CacheStats::bytes` seen after any step.
     peak_bytes: u64,
+    /// Where the operators went, as announced with the first one built.
+    placement: Option<lsplat_render::placement::Placement>,
     /// Evaluation before the first step.
     eval_before: EvalReport,
     /// Evaluation through the caches the run ended with.
@@ -142,9 +144,23 @@ fn config(sets: &[&str], steps: u64) -> Config {
 /// counted equal the bytes the camera caches hold, and no camera holds more than it
 /// may.
 fn train(scene: &SceneData, sets: &[&str], steps: u64, threads: usize) -> Run {
+    train_in(scene, sets, steps, threads, None)
+}
+
+/// [`train`] with operators past the budget spilled to `cache_dir`.
+fn train_in(
+    scene: &SceneData,
+    sets: &[&str],
+    steps: u64,
+    threads: usize,
+    cache_dir: Option<&std::path::Path>,
+) -> Run {
     let cfg = config(sets, steps);
     let mut s = Session::<CpuBackend>::new(CpuBackend::new(threads), &cfg, scene.clone())
         .unwrap_or_else(|e| panic!("{sets:?}: {e}"));
+    if let Some(dir) = cache_dir {
+        s.set_cache_dir(dir.to_path_buf());
+    }
     let eval_before = s.evaluate().unwrap();
     let mut peak_bytes = 0;
     let probe = CpuBackend::new(1);
@@ -200,8 +216,10 @@ fn train(scene: &SceneData, sets: &[&str], steps: u64, threads: usize) -> Run {
     let features = s.features().unwrap();
     assert!(features.iter().all(|v| v.is_finite()));
     let stats = s.cache_stats();
+    let placement = s.cache_placement();
     let eval = s.evaluate().unwrap();
     Run {
+        placement,
         losses,
         features,
         stats,
@@ -1074,6 +1092,49 @@ fn eviction_under_a_tiny_budget_changes_nothing_but_speed() {
                 &tight,
             );
         }
+        // With a cache folder, the operators that find the budget full are spilled to
+        // disk instead of evicting others (the debug build of a camera takes longer
+        // than reading its operator back): nothing is evicted, every camera keeps an
+        // operator, and the run is bitwise the unlimited one.
+        let dir =
+            std::env::temp_dir().join(format!("lsplat-cache-spill-{}-{batch}", std::process::id()));
+        let cap = format!("render.cache_budget={budget}");
+        let spilled = train_in(
+            &scene,
+            &["render.cache=operator", b.as_str(), cap.as_str()],
+            100,
+            2,
+            Some(&dir),
+        );
+        eprintln!("batch {batch}, spilled: {:?}", spilled.stats);
+        assert_eq!(spilled.stats.evictions, 0, "{:?}", spilled.stats);
+        assert!(spilled.stats.spilled > 0 && spilled.peak_bytes <= budget);
+        assert_eq!(spilled.stats.operators, unlimited.stats.operators);
+        let plan = spilled.placement.unwrap();
+        let cams = scene.cameras.len();
+        // Planned from the first operator built (the first camera sampled).
+        let in_memory = plan.memory;
+        assert!(
+            sizes
+                .iter()
+                .any(|s| (budget / s.0 as u64) as usize == in_memory),
+            "{plan:?}"
+        );
+        assert_eq!((plan.disk, plan.rebuilt), (cams - in_memory, 0), "{plan:?}");
+        assert!(plan.to_string().starts_with(&format!(
+            "caching {in_memory} of {cams} cameras in memory, {} on disk (",
+            cams - in_memory
+        )));
+        assert!(
+            std::fs::read_dir(&dir).unwrap().next().is_none(),
+            "spill files are unlinked once mapped"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_bitwise(
+            &format!("batch {batch}: spilled vs unlimited"),
+            &unlimited,
+            &spilled,
+        );
         // A budget smaller than any cache: everything stays cold, nothing is evicted,
         // and the run is bitwise the `none` run.
         let zero = train(

@@ -236,6 +236,7 @@ fn lsq_reaches_the_exact_least_squares_solution() {
         lambda,
         eps: 1e-8,
         budget: u64::MAX,
+        spill: None,
     };
     // Two levels together, then the first alone.
     for levels in [2usize, 1] {
@@ -255,6 +256,7 @@ fn lsq_reaches_the_exact_least_squares_solution() {
         );
         assert_touched_only(&visits, &fit, cams.len());
         assert_eq!(sol.cached, fit.len());
+        assert_same_under_a_tiny_budget(&dev, &p, &opts, &sol);
         // The dense problem per level from the same operators (rows: the union of
         // the levels' valid pixels).
         let width = levels * c;
@@ -320,6 +322,79 @@ fn lsq_reaches_the_exact_least_squares_solution() {
             );
         }
     }
+}
+
+/// `lsq` under a memory budget of one operator: the other cameras spilled to disk
+/// (a folder that is empty again afterwards) or, with `disk_budget = 0`, rebuilt
+/// every pass. Spilled and rebuilt operators give the same bits, so the solution is
+/// bitwise the all-in-memory one; the placement announced at start is the one
+/// reached.
+fn assert_same_under_a_tiny_budget(
+    dev: &CpuBackend,
+    p: &Problem<'_, CpuBackend>,
+    opts: &LsqOptions,
+    all_in_memory: &lsplat_solve::Lsq<CpuBackend>,
+) {
+    let fit = p.fit.len();
+    let first = all_in_memory.operator(p.fit[0]).unwrap();
+    let budget = dev.operator_stats(first).bytes as u64;
+    assert_eq!(
+        all_in_memory
+            .placement
+            .map(|(plan, _)| plan.to_string())
+            .as_deref(),
+        Some(&*format!(
+            "caching {fit} of {fit} cameras in memory, 0 on disk (0 GB), 0 rebuilt per step"
+        ))
+    );
+    let dir = std::env::temp_dir().join(format!("lsplat-solve-spill-{}", std::process::id()));
+    for disk_budget in [None, Some(0)] {
+        let opts = LsqOptions {
+            budget,
+            spill: Some(lsplat_render::placement::SpillTarget {
+                dir: dir.clone(),
+                disk_budget,
+            }),
+            ..opts.clone()
+        };
+        let mut visits = Visits::new(p.cameras.len());
+        let sol = lsplat_solve::lsq(dev, p, &opts, &mut visits, |_, _| {}).unwrap();
+        assert_eq!(sol.iterations, all_in_memory.iterations);
+        assert!(
+            sol.x
+                .iter()
+                .map(|v| v.to_bits())
+                .eq(all_in_memory.x.iter().map(|v| v.to_bits())),
+            "{disk_budget:?}: the solution differs from the all-in-memory one"
+        );
+        let (plan, got) = sol.placement.unwrap();
+        // The plan's disk bytes are estimated from the first operator; the counts
+        // announced are the ones reached.
+        assert_eq!(
+            (plan.memory, plan.disk, plan.rebuilt),
+            (got.memory, got.disk, got.rebuilt),
+            "{disk_budget:?}"
+        );
+        assert_eq!(got.memory, 1);
+        let on_disk = fit - 1;
+        if disk_budget == Some(0) {
+            // Never spilled: the other cameras are rebuilt for every pass.
+            assert_eq!((got.disk, got.rebuilt, sol.streamed), (0, on_disk, on_disk));
+            assert!(visits.builds.iter().filter(|&&b| b > 1).count() == on_disk);
+        } else {
+            // The debug build of a small camera takes longer than reading it back, so
+            // the cost model spills.
+            assert_eq!((got.disk, got.rebuilt, sol.streamed), (on_disk, 0, 0));
+            assert_eq!(sol.cached, fit);
+            assert!(visits.builds.iter().all(|&b| b <= 1), "{:?}", visits.builds);
+            assert!(got.to_string().starts_with(&format!(
+                "caching 1 of {fit} cameras in memory, {on_disk} on disk ("
+            )));
+            let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+            assert!(left.is_empty(), "spill files are unlinked once mapped");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The demo, smaller, with one camera in four held out.
@@ -449,6 +524,7 @@ fn solvers_run_on_the_gpu_backend() {
         lambda: 0.05,
         eps: 1e-8,
         budget: u64::MAX,
+        spill: None,
     };
     struct Solve<'a> {
         g: &'a Gaussians,
@@ -480,7 +556,7 @@ fn solvers_run_on_the_gpu_backend() {
         cams: &cams,
         labels: &labels,
         fit: &fit,
-        opts,
+        opts: opts.clone(),
     };
     let device = lsplat_core::config::DeviceConfig {
         backend: BackendKind::Simt,

@@ -149,6 +149,9 @@ impl BackendVisitor for BenchJob {
         if let Some(loss) = crate::plugins::loss::<B>(&cfg) {
             session.use_loss(loss)?;
         }
+        if let Some(dir) = &args.cache_dir {
+            session.set_cache_dir(dir.clone());
+        }
         session
             .engine
             .add_plugin(PhaseTimingPlugin::<B>(PhantomData));
@@ -249,6 +252,8 @@ impl BackendVisitor for BenchJob {
             "cache_hits": stats.hits,
             "cache_misses": stats.misses,
             "evictions": stats.evictions,
+            "spilled_operators": stats.spilled,
+            "spilled_bytes": stats.disk_bytes,
             "ranks": ranks,
             "allreduce_share": allreduce_ms / ms_per_step,
             "reduce_dense_bytes_per_step": reduced.map(|r| per_step(r.dense_bytes)),
@@ -288,12 +293,15 @@ impl BackendVisitor for BenchJob {
                 );
             }
             println!(
-                "  cache {:?}: {:.1} MB, {} operators, nnz {} ({:.1} per valid pixel)",
+                "  cache {:?}: {:.1} MB, {} operators, nnz {} ({:.1} per valid pixel); {} spilled ({:.1} MB on disk), {} evictions",
                 cfg.render.cache,
                 stats.bytes as f64 / 1e6,
                 stats.operators,
                 stats.nnz,
-                stats.nnz as f64 / valid.max(1) as f64
+                stats.nnz as f64 / valid.max(1) as f64,
+                stats.spilled,
+                stats.disk_bytes as f64 / 1e6,
+                stats.evictions
             );
         }
         Ok(())

@@ -180,6 +180,11 @@ pub struct BenchArgs {
     /// Print one JSON line instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Spill the operators that do not fit `render.cache_budget` to this folder (up
+    /// to `render.disk_budget`; files are unlinked once mapped). Without it they are
+    /// evicted and rebuilt.
+    #[arg(long)]
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 fn import_langsplat(source: &std::path::Path, out: &std::path::Path) -> anyhow::Result<()> {

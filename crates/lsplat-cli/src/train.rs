@@ -378,6 +378,11 @@ impl BackendVisitor for TrainJob {
             }
         };
         let solver = cfg.train.solver;
+        if let Some(run) = &run {
+            // Operators past render.cache_budget may be spilled here (files unlinked
+            // once mapped, so nothing is left behind).
+            session.set_cache_dir(run.join("cache"));
+        }
         let fitted = if solver == SolverKind::Adam {
             let job = Steps {
                 cfg: &cfg,
@@ -506,11 +511,13 @@ impl BackendVisitor for TrainJob {
         print_summary(&cfg, &backend, &fitted, quality.as_deref(), eval_seconds);
         if solver == SolverKind::Adam {
             println!(
-                "cache: {} hits, {} misses, {} evictions, {:.1} MB held",
+                "cache: {} hits, {} misses, {} evictions, {:.1} MB held, {} operators spilled ({:.1} MB on disk)",
                 stats.hits,
                 stats.misses,
                 stats.evictions,
-                stats.bytes as f64 / 1e6
+                stats.bytes as f64 / 1e6,
+                stats.spilled,
+                stats.disk_bytes as f64 / 1e6
             );
         }
         println!("run directory: {}", run.path().display());
@@ -728,6 +735,9 @@ pub(crate) fn print_summary(
                     r.cached,
                     r.streamed
                 );
+                if let Some((_, got)) = &r.placement {
+                    println!("operators: {got}");
+                }
             }
             println!(
                 "Gaussians with no weight (zero features), per level: {:?}",

@@ -432,6 +432,13 @@ pub struct RenderConfig {
     pub cache: CacheMode,
     /// Bytes the per-camera caches may use; unset = half of the free memory.
     pub cache_budget: Option<u64>,
+    /// Bytes the operators that do not fit `cache_budget` may take on disk, in the
+    /// run's `cache/` folder (CPU backend; files mapped into memory, products give
+    /// the same bits): unset = the free space less 1 GB, 0 = never spill (such
+    /// operators are rebuilt on every use). Whether a camera is spilled or rebuilt is
+    /// chosen by comparing its measured build time with the time to read its
+    /// operator at the disk's measured bandwidth.
+    pub disk_budget: Option<u64>,
     /// Storage of the cached operators: `f32` (exact: `W·x` is bitwise the
     /// rasterizer's compositing), `f16`, `bf16`, or `compact` (CPU: one-byte gap-coded
     /// positions and 16-bit weights with relative error ≤ 2⁻¹², 3 bytes per entry
@@ -455,6 +462,7 @@ impl Default for RenderConfig {
             tile_size: 16,
             cache: CacheMode::Operator,
             cache_budget: None,
+            disk_budget: None,
             operator_precision: WeightPrecision::F32,
             fused: true,
             near: crate::constants::DEFAULT_NEAR,

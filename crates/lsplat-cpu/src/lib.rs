@@ -319,8 +319,21 @@ impl Backend for CpuBackend {
             rows: op.rows(),
             nnz: op.nnz(),
             bytes: op.bytes(),
+            resident_bytes: op.resident_bytes(),
             pass_bytes: op.bytes(),
         }
+    }
+
+    fn spill_operator(
+        &self,
+        op: &CpuOperator,
+        dir: &std::path::Path,
+        stem: &str,
+        probe: bool,
+    ) -> Result<Option<(CpuOperator, Option<f64>)>> {
+        op.spill(dir, stem, probe)
+            .map(Some)
+            .map_err(DeviceError::Spill)
     }
 
     fn geometry_cache_bytes(&self, projection: &CpuProjection, bins: &CpuBins) -> usize {

@@ -125,6 +125,22 @@ pub trait Backend: Send + Sync + Sized + 'static {
     ) -> Result<Self::Operator>;
     /// Size of an operator.
     fn operator_stats(&self, op: &Self::Operator) -> OperatorStats;
+    /// The same operator read from a file written in `dir` (`stem` names it) and
+    /// mapped into memory, so it holds almost no memory and its products give the
+    /// same bits; `None` where the backend cannot spill. The disk's free space is
+    /// checked before writing (a full disk is a [`DeviceError::Spill`] saying so).
+    /// With `probe`, also the disk's read bandwidth in bytes per second, measured on
+    /// the file.
+    fn spill_operator(
+        &self,
+        op: &Self::Operator,
+        dir: &std::path::Path,
+        stem: &str,
+        probe: bool,
+    ) -> Result<Option<(Self::Operator, Option<f64>)>> {
+        let _ = (op, dir, stem, probe);
+        Ok(None)
+    }
     /// Bytes held by a projection and its bins (the `geometry` cache level).
     fn geometry_cache_bytes(&self, projection: &Self::Projection, bins: &Self::Bins) -> usize;
     /// `out = W·x` (`x`: `[N, C]`, `out`: `[rows, C]`).

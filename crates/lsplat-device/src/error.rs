@@ -22,6 +22,10 @@ pub enum DeviceError {
     /// A kernel failed to compile or launch.
     #[error("kernel `{kernel}`: {message}")]
     Kernel { kernel: String, message: String },
+    /// An operator could not be spilled to disk (the message names the folder and
+    /// says when the disk is full).
+    #[error("spilling an operator: {0}")]
+    Spill(String),
     /// The driver reported an error.
     #[error("{backend} driver: {message}")]
     Driver {

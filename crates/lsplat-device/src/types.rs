@@ -157,6 +157,9 @@ pub struct OperatorStats {
     pub nnz: usize,
     /// Bytes held (every orientation kept, indices and weights).
     pub bytes: usize,
+    /// Bytes of it in memory: `bytes`, or only its small tables once spilled to a
+    /// file mapped into memory ([`crate::Backend::spill_operator`]).
+    pub resident_bytes: usize,
     /// Bytes one product (`spmm`, `spmm_t` or the fused step) reads from the operator.
     pub pass_bytes: usize,
 }

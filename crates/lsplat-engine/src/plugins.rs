@@ -127,6 +127,7 @@ impl<B: Backend> Plugin for OperatorCachePlugin<B> {
     fn build(self, engine: &mut Engine) {
         engine.insert_resource(CacheBudget { limit: self.budget });
         engine.world.init_resource::<CacheStats>();
+        engine.world.init_resource::<crate::resources::CacheSpill>();
         engine.add_systems(TrainSystems::Cache, cache::touch_caches::<B>);
         engine.add_systems(
             TrainSystems::Rasterize,

@@ -147,6 +147,21 @@ pub struct CacheStats {
     pub nnz: u64,
     /// Cameras holding an operator.
     pub operators: u64,
+    /// Of those, operators spilled to disk (their files mapped into memory).
+    pub spilled: u64,
+    /// Bytes of the spilled operators on disk.
+    pub disk_bytes: u64,
+}
+
+/// Where training's operators go once the cache budget is full: the first ones
+/// over it spilled to disk (up to the plan's share), the rest evicted and rebuilt.
+#[derive(Resource, Default)]
+pub struct CacheSpill {
+    /// The run's cache folder and disk budget (set by
+    /// [`crate::Session::set_cache_dir`]); `None`: never spilled.
+    pub target: Option<lsplat_render::placement::SpillTarget>,
+    /// Planned with the first operator built (the plan is announced then).
+    pub placer: Option<lsplat_render::placement::Placer>,
 }
 
 /// How much the camera caches may hold.
@@ -230,8 +245,11 @@ pub struct SolverSettings {
     pub levels: Vec<u8>,
     /// Tolerance, iterations, λ, ε.
     pub solve: SolveConfig,
-    /// Bytes the solver's operators may hold.
+    /// Bytes the solver's operators may hold in memory.
     pub budget: u64,
+    /// Where operators past the budget may be spilled (the run's cache folder; set
+    /// by [`crate::Session::set_cache_dir`]); `None`: rebuilt instead.
+    pub spill: Option<lsplat_render::placement::SpillTarget>,
 }
 
 /// The outcome of a fit (inserted by the solver's system).
@@ -251,10 +269,17 @@ pub struct FitReport {
     pub residuals: Vec<Vec<f64>>,
     /// `lsq`: every level reached `solve.tol`.
     pub converged: bool,
-    /// `lsq`: fitted cameras whose operator stayed cached / was rebuilt every pass.
+    /// `lsq`: fitted cameras whose operator stayed cached (in memory or on disk) /
+    /// was rebuilt every pass.
     pub cached: usize,
     /// See `cached`.
     pub streamed: usize,
+    /// `lsq`: the operators' placement planned at start (what was announced) and
+    /// the one reached.
+    pub placement: Option<(
+        lsplat_render::placement::Placement,
+        lsplat_render::placement::Placement,
+    )>,
     /// What fitting did to each camera (walks, operator builds, products).
     pub visits: lsplat_solve::Visits,
 }

@@ -334,6 +334,7 @@ impl<B: Backend> Session<B> {
                     levels: levels.clone(),
                     solve: config.solve.clone(),
                     budget,
+                    spill: None,
                 }));
             }
         }
@@ -502,6 +503,36 @@ impl<B: Backend> Session<B> {
             .0
             .seek(ckpt.sampler_position);
         world.resource_mut::<Metrics<B>>().unread_from = ckpt.step;
+    }
+
+    /// Lets operators that do not fit `render.cache_budget` be spilled to `dir` (the
+    /// run's cache folder, created on the first spill) up to `render.disk_budget`.
+    /// Without it they are rebuilt on every use.
+    pub fn set_cache_dir(&mut self, dir: std::path::PathBuf) {
+        let target = lsplat_render::placement::SpillTarget {
+            dir,
+            disk_budget: self.config.render.disk_budget,
+        };
+        if let Some(mut s) = self
+            .engine
+            .world
+            .get_resource_mut::<crate::resources::CacheSpill>()
+        {
+            s.target = Some(target.clone());
+        }
+        if let Some(mut s) = self.engine.world.get_resource_mut::<SolverSettings>() {
+            s.spill = Some(target);
+        }
+    }
+
+    /// Where training's operators go, as planned with the first operator built (the
+    /// line announced then); `None` before it or without an operator cache.
+    pub fn cache_placement(&self) -> Option<lsplat_render::placement::Placement> {
+        let spill = self
+            .engine
+            .world
+            .get_resource::<crate::resources::CacheSpill>()?;
+        spill.placer.as_ref().map(|p| *p.plan())
     }
 
     /// Runs the solver (sessions with `train.solver = average | lsq`): fits every

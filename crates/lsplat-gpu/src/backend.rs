@@ -192,6 +192,7 @@ impl<R: Runtime> Backend for GpuBackend<R> {
             rows: op.rows,
             nnz: op.nnz,
             bytes: op.bytes(),
+            resident_bytes: op.bytes(),
             pass_bytes: op.pass_bytes(),
         }
     }

@@ -78,15 +78,21 @@ impl<B: Backend> RasterCache<B> {
         }
     }
 
-    /// Bytes held.
+    /// Bytes held in memory (of a spilled operator only its tables).
     pub fn bytes(&self, dev: &B) -> usize {
         match self {
             RasterCache::Cold => 0,
             RasterCache::Geometry { projection, bins } => {
                 dev.geometry_cache_bytes(projection, bins)
             }
-            RasterCache::Operator { op } => dev.operator_stats(op).bytes,
+            RasterCache::Operator { op } => dev.operator_stats(op).resident_bytes,
         }
+    }
+
+    /// Whether an operator spilled to disk is held.
+    pub fn on_disk(&self, dev: &B) -> bool {
+        self.operator_stats(dev)
+            .is_some_and(|s| s.resident_bytes < s.bytes)
     }
 
     /// Operator size, when an operator is held.

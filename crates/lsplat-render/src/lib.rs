@@ -11,6 +11,7 @@ pub mod colour;
 pub mod csr;
 pub mod device;
 pub mod eval;
+pub mod placement;
 mod stub;
 pub mod views;
 

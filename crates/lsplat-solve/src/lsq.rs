@@ -15,12 +15,13 @@
 
 use lsplat_device::Backend;
 use lsplat_render::Scratch;
+use lsplat_render::placement::{Placement, Placer, SpillTarget};
 
 use crate::average::{Average, columns, set_columns};
 use crate::{Problem, Result, Visits};
 
 /// Settings of [`lsq`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LsqOptions {
     /// Stop when every level's relative residual `‖b − A·x‖ / ‖b‖` is at most this.
     pub tol: f64,
@@ -30,8 +31,12 @@ pub struct LsqOptions {
     pub lambda: f32,
     /// ε of the average.
     pub eps: f32,
-    /// Bytes the cached operators may hold; cameras past it are rebuilt every pass.
+    /// Bytes the cached operators may hold in memory; cameras past it are spilled
+    /// to `spill` or rebuilt every pass, whichever is cheaper (see
+    /// [`lsplat_render::placement`]).
     pub budget: u64,
+    /// Where operators past the budget may be spilled (`None`: always rebuilt).
+    pub spill: Option<SpillTarget>,
 }
 
 /// The least-squares solution and how it was reached.
@@ -46,12 +51,15 @@ pub struct Lsq<B: Backend> {
     pub residuals: Vec<Vec<f64>>,
     /// Every level reached the tolerance.
     pub converged: bool,
-    /// Fitted cameras whose operator stayed cached.
+    /// Fitted cameras whose operator stayed cached (in memory or spilled to disk).
     pub cached: usize,
     /// Fitted cameras whose operator was rebuilt for every pass (over the budget).
     pub streamed: usize,
-    /// Bytes of the cached operators.
+    /// Bytes of the operators cached in memory.
     pub operator_bytes: u64,
+    /// The placement planned from the first operator (announced at start) and the
+    /// one reached (`None` without a fitted camera with valid pixels).
+    pub placement: Option<(Placement, Placement)>,
     operators: Vec<Option<B::Operator>>,
 }
 
@@ -189,10 +197,11 @@ pub fn lsq<B: Backend>(
     let mut ops: Vec<Option<B::Operator>> = (0..cams).map(|_| None).collect();
     let mut keep: Vec<Vec<B::Buf<u8>>> = (0..cams).map(|_| Vec::new()).collect();
     let mut rows = vec![0usize; cams];
-    let (mut held, mut streamed) = (0u64, 0usize);
+    let mut placer: Option<Placer> = None;
     let mut scratch = Scratch::<B>::default();
     for (done, &cam) in p.fit.iter().enumerate() {
         p.camera_done(done);
+        let t0 = std::time::Instant::now();
         let Some((targets, set)) = p.prepare(dev, cam, &mut scratch)? else {
             continue;
         };
@@ -217,15 +226,31 @@ pub fn lsq<B: Backend>(
                 .collect::<Result<_, _>>()?;
         }
         rows[cam] = targets.len();
-        let bytes = dev.operator_stats(&op).bytes as u64;
-        if held + bytes <= opts.budget {
-            held += bytes;
-            ops[cam] = Some(op);
-        } else {
-            streamed += 1;
-        }
+        let placer = match &mut placer {
+            Some(pl) => pl,
+            None => {
+                // The rebuild cost: projection, binning and the build of this first
+                // operator (the products above are not part of it).
+                let build = t0.elapsed();
+                let pl = Placer::new(
+                    dev,
+                    opts.spill.clone(),
+                    p.fit.len(),
+                    opts.budget,
+                    &op,
+                    build,
+                )?;
+                tracing::info!("{}", pl.plan());
+                placer.insert(pl)
+            }
+        };
+        ops[cam] = placer.place(dev, op, &format!("lsq-camera-{cam}"))?;
     }
     p.camera_done(p.fit.len());
+    let placement = placer.as_ref().map(|pl| (*pl.plan(), pl.placed));
+    let (held, streamed) = placer
+        .as_ref()
+        .map_or((0, 0), |pl| (pl.held(), pl.placed.rebuilt));
     let mut all = vec![0f32; n * levels * (c + 1)];
     for (ls, acc) in avg_chunks.iter().zip(&sums) {
         let cols = ls.start * (c + 1)..ls.end * (c + 1);
@@ -354,6 +379,7 @@ pub fn lsq<B: Backend>(
         cached,
         streamed,
         operator_bytes: held,
+        placement,
         operators: a.ops,
     })
 }

@@ -3,10 +3,13 @@
 
 use bevy_ecs::prelude::*;
 use lsplat_device::Backend;
+use lsplat_render::placement::Placer;
 use lsplat_render::{CacheLevel, RasterCache, cache};
 
-use crate::components::{Cache, Geometry, GroundTruth, InBatch};
-use crate::resources::{CacheBudget, CacheStats, Dev, Fault, Frames, RenderSettings, Step};
+use crate::components::{Cache, Geometry, GroundTruth, HeldOut, InBatch};
+use crate::resources::{
+    CacheBudget, CacheSpill, CacheStats, Dev, Fault, Frames, RenderSettings, Step,
+};
 
 /// Counts hits and misses and stamps the batch cameras as used now.
 pub fn touch_caches<B: Backend>(
@@ -33,6 +36,13 @@ pub fn any_promotable<B: Backend>(q: Query<&Cache<B>, With<InBatch>>) -> bool {
 /// Builds the cache of each cold batch camera from its frame's projection and bins, at
 /// the best level that fits the budget after evicting least-recently-used cameras
 /// outside the batch. An evicted camera falls back to the next lower level.
+///
+/// With a spill target ([`CacheSpill`]), the first operator built plans where the
+/// cameras' operators go (announced once: in memory, on disk, rebuilt), and an
+/// operator that finds the budget full is spilled to disk while the plan's disk share
+/// lasts (its file mapped into memory: the same bits, almost no memory) instead of
+/// evicting another camera's.
+#[allow(clippy::too_many_arguments)]
 pub fn admit_caches<B: Backend>(
     dev: Res<Dev<B>>,
     render: Res<RenderSettings>,
@@ -42,6 +52,8 @@ pub fn admit_caches<B: Backend>(
     mut frames: ResMut<Frames<B>>,
     mut cams: Query<(Entity, &mut Cache<B>, Option<&InBatch>)>,
     gts: Query<&GroundTruth<B>>,
+    held_out: Query<(), With<HeldOut>>,
+    mut spill: ResMut<CacheSpill>,
     mut fault: ResMut<Fault>,
 ) {
     let batch: Vec<(Entity, usize)> = cams
@@ -59,6 +71,7 @@ pub fn admit_caches<B: Backend>(
         };
         let Ok(gt) = gts.get(entity) else { continue };
         let mut level = c.allowed;
+        let mut build_time = std::time::Duration::ZERO;
         let built = loop {
             if level == CacheLevel::None {
                 break None;
@@ -72,6 +85,7 @@ pub fn admit_caches<B: Backend>(
                     None,
                 ),
                 _ => {
+                    let t0 = std::time::Instant::now();
                     let Some(cand) = fault.check(cache::promote(
                         &dev.0,
                         scratch,
@@ -82,6 +96,7 @@ pub fn admit_caches<B: Backend>(
                     )) else {
                         return;
                     };
+                    build_time = t0.elapsed();
                     (cand.bytes(&dev.0), Some(cand))
                 }
             };
@@ -96,12 +111,53 @@ pub fn admit_caches<B: Backend>(
             }
             continue;
         };
-        // Evict least-recently-used caches outside the batch until it fits.
+        if let Some(RasterCache::Operator { op }) = &candidate {
+            if spill.placer.is_none() {
+                let cameras = cams.iter().len().saturating_sub(held_out.iter().len());
+                let target = spill.target.clone();
+                let Some(placer) = fault.check(Placer::new(
+                    &dev.0,
+                    target,
+                    cameras,
+                    budget.limit,
+                    op,
+                    build_time,
+                )) else {
+                    return;
+                };
+                tracing::info!("{}", placer.plan());
+                spill.placer = Some(placer);
+            }
+            if stats.bytes + bytes as u64 > budget.limit
+                && let Some(placer) = spill.placer.as_mut()
+            {
+                let stem = format!("train-camera-{}", entity.index());
+                let Some(spilled) = fault.check(placer.try_spill(&dev.0, op, &stem)) else {
+                    return;
+                };
+                if let Some(op) = spilled {
+                    let s = dev.0.operator_stats(&op);
+                    stats.nnz += s.nnz as u64;
+                    stats.operators += 1;
+                    stats.spilled += 1;
+                    stats.disk_bytes += s.bytes as u64;
+                    stats.bytes += s.resident_bytes as u64;
+                    if let Ok((_, mut c, _)) = cams.get_mut(entity) {
+                        c.cache = RasterCache::Operator { op };
+                    }
+                    continue;
+                }
+            }
+        }
+        // Evict least-recently-used caches in memory outside the batch until it fits.
         while stats.bytes + bytes as u64 > budget.limit {
             let victim = cams
                 .iter()
                 .filter(|(e, c, b)| {
-                    b.is_none() && *e != entity && c.cache.level() > CacheLevel::None
+                    b.is_none()
+                        && *e != entity
+                        && c.cache.level() > CacheLevel::None
+                        && !c.cache.on_disk(&dev.0)
                 })
                 .min_by_key(|(e, c, _)| (c.last_used, *e))
                 .map(|(e, ..)| e);

@@ -75,6 +75,7 @@ pub fn fit<B: Backend>(world: &mut World) {
     let progress = world.get_resource::<FitProgress>().cloned();
     let t0 = Instant::now();
     let mut channels = 1;
+    let mut placement = None;
     let solved = with_problem::<B, _>(world, |_, dev, p| {
         channels = p.channels().max(1);
         let mut visits = Visits::new(p.cameras.len());
@@ -87,6 +88,7 @@ pub fn fit<B: Backend>(world: &mut World) {
                     lambda: settings.solve.lambda,
                     eps,
                     budget: settings.budget,
+                    spill: settings.spill.clone(),
                 };
                 let max = opts.max_iters;
                 let r = lsplat_solve::lsq(dev, p, &opts, &mut visits, |it, res| {
@@ -101,6 +103,7 @@ pub fn fit<B: Backend>(world: &mut World) {
                 })
                 .map_err(solve_error)?;
                 let report = (r.iterations, r.residuals.clone(), r.converged);
+                placement = r.placement;
                 let counts = (r.cached, r.streamed, r.average.unweighted.clone());
                 let x = r.x.clone();
                 (x, report, counts, Some(r.into_operators()), visits)
@@ -155,6 +158,7 @@ pub fn fit<B: Backend>(world: &mut World) {
         converged,
         cached,
         streamed,
+        placement,
         visits,
     });
 }
