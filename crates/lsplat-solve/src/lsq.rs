@@ -240,7 +240,11 @@ pub fn lsq<B: Backend>(
                     &op,
                     build,
                 )?;
-                tracing::info!("{}", pl.plan());
+                tracing::info!(
+                    "{} (memory budget {:.2} GB)",
+                    pl.plan(),
+                    opts.budget as f64 / 1e9
+                );
                 placer.insert(pl)
             }
         };

@@ -125,7 +125,11 @@ pub fn admit_caches<B: Backend>(
                 )) else {
                     return;
                 };
-                tracing::info!("{}", placer.plan());
+                tracing::info!(
+                    "{} (memory budget {:.2} GB)",
+                    placer.plan(),
+                    budget.limit as f64 / 1e9
+                );
                 spill.placer = Some(placer);
             }
             if stats.bytes + bytes as u64 > budget.limit
