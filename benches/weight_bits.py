@@ -37,11 +37,17 @@ def solve(Wq):
 def loss(Wq, x):  # masked L1 of the f32 operator's render... evaluated with the given operator
     return np.abs(Wq.astype(np.float64) @ x - Y).mean()
 xa0, xl0 = solve(W)
-for bits in (8, 10, 12):
-    Wq = W.copy(); Wq.data = quant_log(W.data, bits)
+def quant_float(w, mantissa):
+    # A float with `mantissa` stored bits (compact's 16-bit weights: 11), nearest.
+    m, e = np.frexp(w.astype(np.float64))
+    return np.ldexp(np.round(m * 2.0 ** (mantissa + 1)) / 2.0 ** (mantissa + 1), e).astype(np.float32)
+variants = [(f'{b}-bit log weights', b) for b in (8, 10, 12, 14)] + [('16-bit float, 11 mantissa bits (as compact)', None)]
+for name, bits in variants:
+    Wq = W.copy()
+    Wq.data = quant_log(W.data, bits) if bits is not None else quant_float(W.data, 11)
     relw = np.abs(Wq.data / W.data - 1).max()
     xa, xl = solve(Wq)
     ra = np.linalg.norm(xa - xa0) / np.linalg.norm(xa0); rl = np.linalg.norm(xl - xl0) / np.linalg.norm(xl0)
     la0, la = loss(W, xa0), loss(Wq, xa0); ll0 = loss(W, xl0)
-    print(f'{bits}-bit log weights: max rel weight err {relw:.2e}; average ||dx||/||x|| {ra:.2e}; lsq ||dx||/||x|| {rl:.2e}; '
+    print(f'{name}: max rel weight err {relw:.2e}; average ||dx||/||x|| {ra:.2e}; lsq ||dx||/||x|| {rl:.2e}; '
           f'loss at the f32 average solution rel diff {abs(la-la0)/la0:.2e}; lsq loss f32 {ll0:.3e} vs quantized-op solution under f32 op {loss(W, xl):.3e} (rel {abs(loss(W,xl)-ll0)/ll0:.2e})')
