@@ -1093,15 +1093,20 @@ fn eviction_under_a_tiny_budget_changes_nothing_but_speed() {
             );
         }
         // With a cache folder, the operators that find the budget full are spilled to
-        // disk instead of evicting others (the debug build of a camera takes longer
-        // than reading its operator back): nothing is evicted, every camera keeps an
-        // operator, and the run is bitwise the unlimited one.
+        // disk instead of evicting others (a fast disk is assumed, so the cost model
+        // spills whatever the machine's load): nothing is evicted, every camera keeps
+        // an operator, and the run is bitwise the unlimited one.
         let dir =
             std::env::temp_dir().join(format!("lsplat-cache-spill-{}-{batch}", std::process::id()));
         let cap = format!("render.cache_budget={budget}");
         let spilled = train_in(
             &scene,
-            &["render.cache=operator", b.as_str(), cap.as_str()],
+            &[
+                "render.cache=operator",
+                b.as_str(),
+                cap.as_str(),
+                "render.disk_read_bandwidth=1e15",
+            ],
             100,
             2,
             Some(&dir),

@@ -439,6 +439,9 @@ pub struct RenderConfig {
     /// chosen by comparing its measured build time with the time to read its
     /// operator at the disk's measured bandwidth.
     pub disk_budget: Option<u64>,
+    /// The disk's read bandwidth in bytes per second that the spill-or-rebuild choice
+    /// assumes; unset = measured once, on the first operator spilled.
+    pub disk_read_bandwidth: Option<f64>,
     /// Storage of the cached operators: `f32` (exact: `W·x` is bitwise the
     /// rasterizer's compositing), `f16`, `bf16`, or `compact` (CPU: one-byte gap-coded
     /// positions and 16-bit weights with relative error ≤ 2⁻¹², 3 bytes per entry
@@ -463,6 +466,7 @@ impl Default for RenderConfig {
             cache: CacheMode::Operator,
             cache_budget: None,
             disk_budget: None,
+            disk_read_bandwidth: None,
             operator_precision: WeightPrecision::F32,
             fused: true,
             near: crate::constants::DEFAULT_NEAR,
@@ -870,6 +874,14 @@ impl Config {
         if !(0.0..1.0).contains(&self.train.beta1) || !(0.0..1.0).contains(&self.train.beta2) {
             return bad("train.beta1/beta2", "must be in [0, 1)".into());
         }
+        if let Some(bw) = self.render.disk_read_bandwidth
+            && !(bw > 0.0 && bw.is_finite())
+        {
+            return bad(
+                "render.disk_read_bandwidth",
+                format!("{bw} bytes per second: need a positive finite number"),
+            );
+        }
         if !(self.render.near > 0.0 && self.render.far > self.render.near) {
             return bad("render.near/far", "need 0 < near < far".into());
         }
@@ -1250,6 +1262,16 @@ mod tests {
         c.set("eval.holdout=5").unwrap();
         assert!((0..10).filter(|&i| c.eval.is_held_out(i)).eq([4, 9]));
         assert!(c.set("eval.holdout=1").is_err());
+        c.set("render.disk_read_bandwidth=2e9").unwrap();
+        assert_eq!(c.render.disk_read_bandwidth, Some(2e9));
+        for bad in ["0", "-1", "inf", "nan"] {
+            assert!(
+                Config::default()
+                    .set(&format!("render.disk_read_bandwidth={bad}"))
+                    .is_err(),
+                "{bad}"
+            );
+        }
         assert!(
             c.set("solve.levels=[1, 2]").is_err(),
             "several levels need a solver"

@@ -18,6 +18,9 @@ pub struct SpillTarget {
     pub dir: PathBuf,
     /// Bytes the spilled operators may take (unset: the free space less 1 GB).
     pub disk_budget: Option<u64>,
+    /// The disk's read bandwidth (bytes per second) to assume; unset: measured on
+    /// the first operator spilled.
+    pub read_bandwidth: Option<f64>,
 }
 
 /// Space left free on the disk besides the spilled operators (bytes).
@@ -130,7 +133,9 @@ impl Placer {
                 .map_err(|e| DeviceError::Spill(format!("{}: {e}", t.dir.display())))?
                 .saturating_sub(DISK_MARGIN);
             disk_room = t.disk_budget.map_or(free, |b| b.min(free));
-            if disk_room >= bytes
+            if let Some(bw) = t.read_bandwidth {
+                bandwidth = Some(bw);
+            } else if disk_room >= bytes
                 && let Some((_, bw)) = dev.spill_operator(op, &t.dir, "probe", true)?
             {
                 bandwidth = bw;
