@@ -105,12 +105,14 @@ pub fn admit_caches<B: Backend>(
             }
             level = level.lower();
         };
-        let Some((level, bytes, candidate)) = built else {
+        let Some((level, mut bytes, mut candidate)) = built else {
             if let Ok((_, mut c, _)) = cams.get_mut(entity) {
                 c.allowed = CacheLevel::None;
             }
             continue;
         };
+        // A spilled operator: its copy mapped from disk, and its bytes there.
+        let mut spilled_op = None;
         if let Some(RasterCache::Operator { op }) = &candidate {
             if spill.placer.is_none() {
                 let cameras = cams.iter().len().saturating_sub(held_out.iter().len());
@@ -139,19 +141,17 @@ pub fn admit_caches<B: Backend>(
                 let Some(spilled) = fault.check(placer.try_spill(&dev.0, op, &stem)) else {
                     return;
                 };
-                if let Some(op) = spilled {
-                    let s = dev.0.operator_stats(&op);
-                    stats.nnz += s.nnz as u64;
-                    stats.operators += 1;
-                    stats.spilled += 1;
-                    stats.disk_bytes += s.bytes as u64;
-                    stats.bytes += s.resident_bytes as u64;
-                    if let Ok((_, mut c, _)) = cams.get_mut(entity) {
-                        c.cache = RasterCache::Operator { op };
-                    }
-                    continue;
-                }
+                spilled_op = spilled;
             }
+        }
+        // The spilled copy replaces the candidate and needs only its resident bytes
+        // (which may still have to evict a camera held in memory).
+        let mut disk_bytes = None;
+        if let Some(op) = spilled_op {
+            let s = dev.0.operator_stats(&op);
+            bytes = s.resident_bytes;
+            disk_bytes = Some(s.bytes as u64);
+            candidate = Some(RasterCache::Operator { op });
         }
         // Evict least-recently-used caches in memory outside the batch until it fits.
         while stats.bytes + bytes as u64 > budget.limit {
@@ -203,6 +203,10 @@ pub fn admit_caches<B: Backend>(
             stats.operators += 1;
         }
         stats.bytes += bytes as u64;
+        if let Some(d) = disk_bytes {
+            stats.spilled += 1;
+            stats.disk_bytes += d;
+        }
         if let Ok((_, mut c, _)) = cams.get_mut(entity) {
             c.cache = new_cache;
         }
