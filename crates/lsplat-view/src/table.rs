@@ -362,12 +362,8 @@ impl Decoded {
                                 continue;
                             }
                             o.fill(0.0);
-                            for corner in 0..8 {
-                                let (a, b, c) = (corner & 1, (corner >> 1) & 1, (corner >> 2) & 1);
-                                let w = (if a == 1 { f[0] } else { 1.0 - f[0] })
-                                    * (if b == 1 { f[1] } else { 1.0 - f[1] })
-                                    * (if c == 1 { f[2] } else { 1.0 - f[2] });
-                                let v = base + a * r * r + b * r + c;
+                            for k in 0..8 {
+                                let (w, v) = corner(k, base, r, f);
                                 for (x, y) in o.iter_mut().zip(&table.values[v * t..(v + 1) * t]) {
                                     *x += w * y;
                                 }
@@ -385,21 +381,29 @@ impl Decoded {
     }
 }
 
+/// Corner `k` (bit 0: +x, bit 1: +y, bit 2: +z) of the cell whose first vertex is
+/// `base` (`r` vertices per axis): its trilinear weight at fractions `f` and its vertex.
+#[inline(always)]
+fn corner(k: usize, base: usize, r: usize, f: [f32; 3]) -> (f32, usize) {
+    let (a, b, c) = (k & 1, (k >> 1) & 1, (k >> 2) & 1);
+    let w = (if a == 1 { f[0] } else { 1.0 - f[0] })
+        * (if b == 1 { f[1] } else { 1.0 - f[1] })
+        * (if c == 1 { f[2] } else { 1.0 - f[2] });
+    (w, base + a * r * r + b * r + c)
+}
+
 /// The trilinear blend at fractions `f` of the `T`-value rows of the cell whose first
 /// vertex is `base` (`r` vertices per axis), summed corner by corner as the general
 /// loop of [`Decoded::interpolate`] sums them.
 #[inline(always)]
 fn blend<const T: usize>(values: &[f32], base: usize, r: usize, f: [f32; 3]) -> [f32; T] {
     let mut o = [0f32; T];
-    for corner in 0..8 {
-        let (a, b, c) = (corner & 1, (corner >> 1) & 1, (corner >> 2) & 1);
-        let w = (if a == 1 { f[0] } else { 1.0 - f[0] })
-            * (if b == 1 { f[1] } else { 1.0 - f[1] })
-            * (if c == 1 { f[2] } else { 1.0 - f[2] });
-        let v = (base + a * r * r + b * r + c) * T;
+    for k in 0..8 {
+        let (w, v) = corner(k, base, r, f);
+        let v = v * T;
         let y: &[f32; T] = values[v..v + T].try_into().expect("a row of T values");
-        for k in 0..T {
-            o[k] += w * y[k];
+        for (acc, y) in o.iter_mut().zip(y) {
+            *acc += w * y;
         }
     }
     o
