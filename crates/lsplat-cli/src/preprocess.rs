@@ -178,13 +178,14 @@ pub fn run(args: PreprocessArgs) -> Result<()> {
             }
         };
         println!(
-            "work per image: {:.1} encoder runs ({:.1} ms each), {:.1} prompts ({:.2} ms each), {:.1} CLIP crops ({:.2} ms each)",
+            "work per image: {:.1} encoder runs ({:.1} ms each), {:.1} prompts ({:.2} ms each), {:.1} CLIP crops ({:.2} ms each; {:.1} more masks equal to one of another level, not encoded again)",
             t.encoder_runs as f64 / n,
             each(t.encoder, t.encoder_runs),
             t.prompts as f64 / n,
             each(t.decoder, t.prompts),
             t.clip_crops as f64 / n,
-            each(t.clip, t.clip_crops)
+            each(t.clip, t.clip_crops),
+            t.clip_reused as f64 / n
         );
     }
     if let Some(ds) = &args.dataset {

@@ -4,7 +4,7 @@
 //! the frame.
 
 /// A binary mask of a `width × height` frame.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BitMask {
     width: u32,
     height: u32,

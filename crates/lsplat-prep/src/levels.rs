@@ -164,7 +164,7 @@ pub fn seg_map(masks: &[LevelMask], width: usize, height: usize) -> Vec<i32> {
 /// rounded to float16 precision as LangSplat stores them.
 pub fn features(
     image: &Image8,
-    masks: &[LevelMask],
+    masks: &[&BitMask],
     clip: &mut dyn ClipEncoder,
     batch: usize,
     threads: usize,
@@ -172,7 +172,7 @@ pub fn features(
     let dim = clip.dim();
     let mut out = Vec::with_capacity(masks.len() * dim);
     for chunk in masks.chunks(batch.max(1)) {
-        let crops = par::map(chunk, threads, || (), |_, m| clip_crop(image, &m.mask));
+        let crops = par::map(chunk, threads, || (), |_, m| clip_crop(image, m));
         let f = clip.encode(&crops)?;
         if f.len() != chunk.len() * dim {
             return Err(PrepError::model(
@@ -198,6 +198,26 @@ pub fn features(
     Ok(out)
 }
 
+/// The distinct masks of the four lists, in order of first appearance, and for every
+/// mask of every list (lists one after the other) the index of its distinct mask.
+/// A mask kept by `default` is usually kept by its own level too (the lists share the
+/// generator's records), and equal masks give equal crops, so each is encoded once.
+pub fn distinct_masks(lists: &[Vec<LevelMask>; 4]) -> (Vec<&BitMask>, Vec<usize>) {
+    let mut seen: HashMap<&BitMask, usize> = HashMap::new();
+    let mut unique = Vec::new();
+    let slot = lists
+        .iter()
+        .flatten()
+        .map(|m| {
+            *seen.entry(&m.mask).or_insert_with(|| {
+                unique.push(&m.mask);
+                unique.len() - 1
+            })
+        })
+        .collect();
+    (unique, slot)
+}
+
 /// The arrays of one image from its four final lists.
 pub fn arrays(
     image: &Image8,
@@ -208,18 +228,22 @@ pub fn arrays(
 ) -> Result<LangSplatArrays, PrepError> {
     let (w, h) = (image.width, image.height);
     let t = Instant::now();
-    let mut feats = Vec::new();
-    for list in lists {
-        feats.extend(features(
-            image,
-            list,
-            clip,
-            cfg.clip_batch as usize,
-            par::workers(cfg.threads),
-        )?);
+    let (unique, slot) = distinct_masks(lists);
+    let encoded = features(
+        image,
+        &unique,
+        clip,
+        cfg.clip_batch as usize,
+        par::workers(cfg.threads),
+    )?;
+    let dim = clip.dim();
+    let mut feats = Vec::with_capacity(slot.len() * dim);
+    for &u in &slot {
+        feats.extend_from_slice(&encoded[u * dim..(u + 1) * dim]);
     }
     timings.clip += t.elapsed().as_secs_f64();
-    timings.clip_crops += lists.iter().map(|l| l.len() as u64).sum::<u64>();
+    timings.clip_crops += unique.len() as u64;
+    timings.clip_reused += (slot.len() - unique.len()) as u64;
     let mut seg = Vec::with_capacity(4 * w * h);
     let mut offset = 0i32;
     for list in lists {
@@ -232,10 +256,81 @@ pub fn arrays(
     }
     Ok(LangSplatArrays {
         features: feats,
-        dim: clip.dim(),
+        dim,
         lengths: std::array::from_fn(|l| lists[l].len()),
         seg,
         width: w,
         height: h,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::FakeClip;
+
+    /// A CLIP that counts the crops it is given.
+    struct Counting(FakeClip, usize);
+
+    impl ClipEncoder for Counting {
+        fn dim(&self) -> usize {
+            self.0.dim()
+        }
+        fn encode(&mut self, crops: &[Image8]) -> Result<Vec<f32>, PrepError> {
+            self.1 += crops.len();
+            self.0.encode(crops)
+        }
+    }
+
+    fn rect(w: u32, h: u32, [x0, y0, x1, y1]: [u32; 4]) -> BitMask {
+        let px: Vec<u8> = (0..h)
+            .flat_map(|y| (0..w).map(move |x| (x0..x1).contains(&x) && (y0..y1).contains(&y)))
+            .map(u8::from)
+            .collect();
+        BitMask::from_bytes(w, h, &px)
+    }
+
+    /// Masks shared between lists are encoded once, and every row gets the feature
+    /// its own crop would have given (each list's crops encoded alone).
+    #[test]
+    fn equal_masks_of_different_lists_are_encoded_once() {
+        let (w, h) = (40u32, 30u32);
+        let mut img = Image8::zeros(w as usize, h as usize, 3);
+        for (i, v) in img.data.iter_mut().enumerate() {
+            *v = (i * 37 % 251) as u8;
+        }
+        let m = |b: [u32; 4], record: usize| LevelMask {
+            mask: rect(w, h, b),
+            record,
+        };
+        let (a, b, c, d) = ([1, 1, 9, 7], [5, 3, 30, 20], [0, 10, 40, 30], [12, 2, 14, 25]);
+        // default keeps a, b, c; s keeps a and d; m keeps b; l keeps c and b again.
+        let lists = [
+            vec![m(a, 0), m(b, 1), m(c, 2)],
+            vec![m(a, 0), m(d, 3)],
+            vec![m(b, 1)],
+            vec![m(c, 2), m(b, 4)],
+        ];
+        let (unique, slot) = distinct_masks(&lists);
+        assert_eq!(unique.len(), 4);
+        assert_eq!(slot, vec![0, 1, 2, 0, 3, 1, 2, 1]);
+
+        let cfg = PreprocessConfig::default();
+        let mut clip = Counting(FakeClip { dim: 8 }, 0);
+        let mut t = Timings::default();
+        let got = arrays(&img, &lists, &mut clip, &cfg, &mut t).unwrap();
+        assert_eq!(clip.1, 4, "crops encoded");
+        assert_eq!((t.clip_crops, t.clip_reused), (4, 4));
+        assert_eq!(got.lengths, [3, 2, 1, 2]);
+        let mut want = Vec::new();
+        for list in &lists {
+            let masks: Vec<&BitMask> = list.iter().map(|m| &m.mask).collect();
+            want.extend(features(&img, &masks, &mut FakeClip { dim: 8 }, 1, 1).unwrap());
+        }
+        assert_eq!(got.features, want);
+        // The rows of equal masks are equal, those of different masks are not.
+        let row = |i: usize| &got.features[i * 8..(i + 1) * 8];
+        assert_eq!(row(0), row(3));
+        assert_ne!(row(0), row(1));
+    }
 }

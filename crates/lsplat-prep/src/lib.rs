@@ -49,6 +49,9 @@ pub struct Timings {
     pub prompts: u64,
     /// Masks whose crops went through CLIP.
     pub clip_crops: u64,
+    /// Masks of a later list equal to an earlier list's mask, whose feature was
+    /// copied instead of encoded again (their crops would be identical).
+    pub clip_reused: u64,
 }
 
 impl Timings {
