@@ -155,9 +155,13 @@ fn main() {
                 dev.spmm_t(&op, &out, ch, &mut acc).expect("spmm_t")
             });
             println!(
-                "operator build {p:?}, {levels} level(s) {t_build:9.1} ms {build_cpu}: nnz {} ({:.1} per row), {:.1} MB ({:.2} B/entry); spmm {t_spmm:.1} ms, spmm_t {t_spmm_t:.1} ms; max |Δ(W·x)| / max |W·x| against f32 {err:.1e}",
+                "operator build {p:?}, {levels} level(s) {t_build:9.1} ms {build_cpu}: nnz {} ({:.1} per row; {} rows, {} block-list entries, {} Gaussians with a weight, {} entries with fillers), {:.1} MB ({:.2} B/entry); spmm {t_spmm:.1} ms, spmm_t {t_spmm_t:.1} ms; max |Δ(W·x)| / max |W·x| against f32 {err:.1e}",
                 s.nnz,
                 s.nnz as f64 / s.rows.max(1) as f64,
+                s.rows,
+                op.listed(),
+                op.visible(),
+                op.entries(),
                 s.bytes as f64 / 1e6,
                 s.bytes as f64 / s.nnz.max(1) as f64
             );
