@@ -98,7 +98,7 @@ fn fast(m: &[BitMask], s: &[f64]) -> Vec<usize> {
     let keep = nms(&boxes, &sc, 0.7);
     let kept: Vec<&BitMask> = keep.iter().map(|&i| &cleaned[i].mask).collect();
     let ks: Vec<f64> = keep.iter().map(|&i| s[i]).collect();
-    mask_nms(&kept, &ks, &MaskNmsParams::LANGSPLAT, 1024)
+    mask_nms(&kept, &ks, &MaskNmsParams::LANGSPLAT, 1024, 1)
 }
 
 fn straightforward(m: &[BitMask], s: &[f64]) -> Vec<usize> {
@@ -164,7 +164,7 @@ fn main() {
     let bytes: Vec<Vec<u8>> = cleaned.iter().map(|c| c.mask.to_bytes()).collect();
     let refs: Vec<&BitMask> = cleaned.iter().map(|c| &c.mask).collect();
     assert_eq!(
-        mask_nms(&refs, &s, &MaskNmsParams::LANGSPLAT, 0),
+        mask_nms(&refs, &s, &MaskNmsParams::LANGSPLAT, 0, 1),
         mask_nms_reference(&bytes, &s, &MaskNmsParams::LANGSPLAT)
     );
     println!(

@@ -98,6 +98,7 @@ pub fn nms_lists(
     timings: &mut Timings,
 ) -> [Vec<LevelMask>; 4] {
     let t = Instant::now();
+    let threads = par::workers(cfg.threads);
     let p = MaskNmsParams {
         iou_thr: cfg.mask_nms_iou,
         score_thr: cfg.mask_nms_score,
@@ -114,7 +115,7 @@ pub fn nms_lists(
                     r.stability as f64 * r.iou as f64
                 })
                 .collect();
-            let keep = mask_nms(&masks, &scores, &p, cfg.nms_max_dim);
+            let keep = mask_nms(&masks, &scores, &p, cfg.nms_max_dim, threads);
             let mut list: Vec<Option<LevelMask>> = list.into_iter().map(Some).collect();
             keep.into_iter().filter_map(|k| list[k].take()).collect()
         })
@@ -303,7 +304,12 @@ mod tests {
             mask: rect(w, h, b),
             record,
         };
-        let (a, b, c, d) = ([1, 1, 9, 7], [5, 3, 30, 20], [0, 10, 40, 30], [12, 2, 14, 25]);
+        let (a, b, c, d) = (
+            [1, 1, 9, 7],
+            [5, 3, 30, 20],
+            [0, 10, 40, 30],
+            [12, 2, 14, 25],
+        );
         // default keeps a, b, c; s keeps a and d; m keeps b; l keeps c and b again.
         let lists = [
             vec![m(a, 0), m(b, 1), m(c, 2)],

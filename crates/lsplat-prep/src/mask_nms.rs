@@ -16,6 +16,7 @@
 
 use crate::bitmask::{BitMask, words_per_row};
 use crate::boxes::order_desc;
+use crate::par;
 
 /// Thresholds of [`mask_nms`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -58,25 +59,40 @@ fn pair(inter: u64, ai: f32, aj: f32) -> Pair {
     }
 }
 
-/// Decides which sorted positions survive, given a function of the pairwise
-/// intersections and the areas (sorted order).
-fn decide(
-    scores_sorted: &[f64],
-    areas: &[u64],
-    p: &MaskNmsParams,
-    mut inter: impl FnMut(usize, usize) -> u64,
-) -> Vec<bool> {
+/// The non-zero intersections of each sorted position `i` with the later ones, as
+/// `(j, |i ∩ j|)` with `j > i` ascending.
+type PairRows = Vec<Vec<(u32, u64)>>;
+
+/// [`PairRows`] from an intersection function, rows computed on `threads` threads.
+fn pair_rows(m: usize, threads: usize, inter: impl Fn(usize, usize) -> u64 + Sync) -> PairRows {
+    let rows: Vec<usize> = (0..m).collect();
+    par::map(
+        &rows,
+        threads,
+        || (),
+        |_, &i| {
+            (i + 1..m)
+                .filter_map(|j| {
+                    let n = inter(i, j);
+                    (n > 0).then_some((j as u32, n))
+                })
+                .collect()
+        },
+    )
+}
+
+/// Decides which sorted positions survive, given the pairwise intersections and the
+/// areas (sorted order). Only maxima are taken, so the result does not depend on how
+/// the rows were computed.
+fn decide(scores_sorted: &[f64], areas: &[u64], p: &MaskNmsParams, rows: &PairRows) -> Vec<bool> {
     let m = areas.len();
     let a: Vec<f32> = areas.iter().map(|&v| (v as f32).max(1.0)).collect();
     let mut iou_max = vec![0f32; m];
     let mut inner_u = vec![0f32; m];
     let mut inner_l = vec![0f32; m];
-    for i in 0..m {
-        for j in i + 1..m {
-            let n = inter(i, j);
-            if n == 0 {
-                continue;
-            }
+    for (i, row) in rows.iter().enumerate() {
+        for &(j, n) in row {
+            let j = j as usize;
             let q = pair(n, a[i], a[j]);
             iou_max[j] = iou_max[j].max(q.iou);
             inner_u[j] = inner_u[j].max(q.inner_ij);
@@ -171,8 +187,16 @@ pub fn downsample(mask: &BitMask, w: u32, h: u32) -> BitMask {
     BitMask::from_frame_rows(w, h, oya as u32, &rows)
 }
 
-/// The fast `mask_nms`: indices of the kept masks, ascending.
-pub fn mask_nms(masks: &[&BitMask], scores: &[f64], p: &MaskNmsParams, max_dim: u32) -> Vec<usize> {
+/// The fast `mask_nms`: indices of the kept masks, ascending. The downsampling and
+/// the pairs' intersections run on `threads` threads (the result does not depend on
+/// how many).
+pub fn mask_nms(
+    masks: &[&BitMask],
+    scores: &[f64],
+    p: &MaskNmsParams,
+    max_dim: u32,
+    threads: usize,
+) -> Vec<usize> {
     assert_eq!(masks.len(), scores.len());
     if masks.is_empty() {
         return Vec::new();
@@ -184,12 +208,13 @@ pub fn mask_nms(masks: &[&BitMask], scores: &[f64], p: &MaskNmsParams, max_dim: 
     let work: Vec<&BitMask> = if (w, h) == (fw, fh) {
         order.iter().map(|&i| masks[i]).collect()
     } else {
-        small = order.iter().map(|&i| downsample(masks[i], w, h)).collect();
+        small = par::map(&order, threads, || (), |_, &i| downsample(masks[i], w, h));
         small.iter().collect()
     };
     let areas: Vec<u64> = work.iter().map(|m| m.area()).collect();
     let sorted: Vec<f64> = order.iter().map(|&i| scores[i]).collect();
-    let keep = decide(&sorted, &areas, p, |i, j| work[i].intersection(work[j]));
+    let rows = pair_rows(work.len(), threads, |i, j| work[i].intersection(work[j]));
+    let keep = decide(&sorted, &areas, p, &rows);
     kept(&order, &keep)
 }
 
@@ -206,13 +231,14 @@ pub fn mask_nms_reference(masks: &[Vec<u8>], scores: &[f64], p: &MaskNmsParams) 
         .map(|m| m.iter().map(|&v| v as u64).sum())
         .collect();
     let sorted: Vec<f64> = order.iter().map(|&i| scores[i]).collect();
-    let keep = decide(&sorted, &areas, p, |i, j| {
+    let rows = pair_rows(ord.len(), 1, |i, j| {
         ord[i]
             .iter()
             .zip(ord[j])
             .filter(|(a, b)| **a != 0 && **b != 0)
             .count() as u64
     });
+    let keep = decide(&sorted, &areas, p, &rows);
     kept(&order, &keep)
 }
 
@@ -243,7 +269,41 @@ mod tests {
         assert_eq!(r, vec![0, 4]);
         let bits: Vec<BitMask> = masks.iter().map(|m| BitMask::from_bytes(w, h, m)).collect();
         let refs: Vec<&BitMask> = bits.iter().collect();
-        assert_eq!(mask_nms(&refs, &scores, &p, 0), r);
+        assert_eq!(mask_nms(&refs, &scores, &p, 0, 1), r);
+        assert_eq!(mask_nms(&refs, &scores, &p, 0, 3), r);
+    }
+
+    /// Many overlapping masks: the threaded pairs and downsampling give what one
+    /// thread gives, and at full resolution what the reference gives.
+    #[test]
+    fn threads_do_not_change_the_kept_masks() {
+        let (w, h) = (96, 64);
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as f32 / (1u64 << 31) as f32
+        };
+        let mut masks = Vec::new();
+        let mut scores = Vec::new();
+        for _ in 0..60 {
+            let (cx, cy, r) = (next() * 96.0, next() * 64.0, 3.0 + next() * 25.0);
+            masks.push(disc(w, h, cx, cy, r));
+            scores.push(0.6 + 0.4 * next() as f64);
+        }
+        let bits: Vec<BitMask> = masks.iter().map(|m| BitMask::from_bytes(w, h, m)).collect();
+        let refs: Vec<&BitMask> = bits.iter().collect();
+        let p = MaskNmsParams::LANGSPLAT;
+        let r = mask_nms_reference(&masks, &scores, &p);
+        assert!(r.len() > 3 && r.len() < 60, "{r:?}");
+        for threads in [1, 2, 5] {
+            assert_eq!(mask_nms(&refs, &scores, &p, 0, threads), r);
+        }
+        let small = mask_nms(&refs, &scores, &p, 40, 1);
+        for threads in [2, 5] {
+            assert_eq!(mask_nms(&refs, &scores, &p, 40, threads), small);
+        }
     }
 
     #[test]
