@@ -63,6 +63,8 @@ pub struct ProjSplat {
     pub row_extent: f32,
     /// Camera-space depth.
     pub depth: f32,
+    /// ln(255·o) + 1e-3 ([`crate::walk::alpha_cut`]): σ beyond it gives α < 1/255.
+    pub cut: f64,
     /// Tile rectangle `[x0, y0, x1, y1)`; empty (all zero) when culled.
     pub rect: [u32; 4],
 }
@@ -212,6 +214,7 @@ pub fn project_all(
         |r, chunk| {
             for (i, slot) in r.zip(chunk.iter_mut()) {
                 let opacity = geom.opacity[i];
+                let cut = crate::walk::alpha_cut(opacity);
                 *slot = match project_one(geom.means[i], &geom.cov3d[i], opacity, cam) {
                     Some(s) => {
                         let tr = tile_rect(&s, grid);
@@ -226,11 +229,13 @@ pub fn project_all(
                             opacity,
                             depth: s.depth,
                             rect,
-                            row_extent: crate::walk::row_extent(s.conic, opacity),
+                            row_extent: crate::walk::row_extent_at(s.conic, opacity, cut),
+                            cut,
                         }
                     }
                     None => ProjSplat {
                         opacity,
+                        cut,
                         ..ProjSplat::default()
                     },
                 };

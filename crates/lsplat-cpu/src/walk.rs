@@ -42,10 +42,21 @@ const SIGMA_CAP: f32 = 80.0;
 /// only pairs with α < 1/255. Infinite when the conic is not positive definite (every
 /// row may be reached), negative when no pixel can be (o ≤ 0).
 pub fn row_extent(conic: [f64; 3], opacity: f32) -> f32 {
+    row_extent_at(conic, opacity, alpha_cut(opacity))
+}
+
+/// The σ beyond which a splat of opacity `o` gives α < 1/255, with the margin:
+/// ln(255·o) + 1e-3 (−∞ or NaN when o ≤ 0). Computed once per splat and camera
+/// ([`ProjSplat::cut`]), not once per tile that lists it.
+pub fn alpha_cut(opacity: f32) -> f64 {
+    (255.0 * opacity as f64).ln() + CUT_MARGIN
+}
+
+/// [`row_extent`] given the splat's [`alpha_cut`].
+pub fn row_extent_at(conic: [f64; 3], opacity: f32, cut: f64) -> f32 {
     if opacity <= 0.0 {
         return -1.0;
     }
-    let cut = (255.0 * opacity as f64).ln() + CUT_MARGIN;
     let [a, b, c] = conic;
     let det = a * c - b * b;
     if !(a > 0.0 && det > 0.0 && cut.is_finite()) {
@@ -108,7 +119,7 @@ impl Local {
     fn new(s: &ProjSplat) -> Local {
         let [a, b, c] = s.conic;
         let det = a * c - b * b;
-        let cut = (255.0 * s.opacity as f64).ln() + CUT_MARGIN;
+        let cut = s.cut;
         let (skew, reach, narrow) = if a > 0.0 && det > 0.0 && cut.is_finite() {
             (b / a, 2.0 * cut / a, det / (a * a))
         } else {
@@ -368,6 +379,7 @@ mod tests {
                         depth: 1.0,
                         rect: [0; 4],
                         row_extent: row_extent(conic, opacity),
+                        cut: alpha_cut(opacity),
                     }
                 })
                 .collect();

@@ -132,7 +132,7 @@ impl Colouring {
                 }
             };
             let a = a.min(1.0);
-            out.extend(c.map(|v| (v.clamp(0.0, 1.0) * a * 255.0).round() as u8));
+            out.extend(c.map(|v| round_u8(v.clamp(0.0, 1.0) * a * 255.0)));
         }
         out
     }
@@ -194,6 +194,18 @@ fn orthonormalize(q: &mut [f64], dim: usize) {
     }
 }
 
+/// `v.round() as u8` (nearest, ties away from zero, saturating, NaN → 0) without a
+/// call to libm's `roundf`, which a picture would make three times per pixel.
+#[inline(always)]
+pub fn round_u8(v: f32) -> u8 {
+    // Past 256 every value saturates; below 0 every value gives 0 (the casts saturate
+    // and NaN casts to 0, whose fraction is NaN and so not ≥ 0.5).
+    let c = if v >= 256.0 { 256.0 } else { v };
+    let i = c as u32;
+    let r = i + (c - i as f32 >= 0.5) as u32;
+    r.min(255) as u8
+}
+
 /// The turbo colour map (Google's polynomial approximation), `t` in [0, 1].
 pub fn turbo(t: f32) -> [u8; 3] {
     let x = t.clamp(0.0, 1.0) as f64;
@@ -219,7 +231,7 @@ pub fn heat_map(values: &[f32], alpha: &[f32], (lo, hi): (f32, f32)) -> Vec<u8> 
     for (v, a) in values.iter().zip(alpha) {
         let c = turbo((v - lo) / span);
         let a = a.clamp(0.0, 1.0);
-        out.extend(c.map(|x| (x as f32 * a).round() as u8));
+        out.extend(c.map(|x| round_u8(x as f32 * a)));
     }
     out
 }
@@ -250,7 +262,7 @@ pub fn heat_over_into(map: &[f32], rgb: &[u8], top: f32, out: &mut [u8]) {
             o.copy_from_slice(&turbo((r - 0.5) / (top - 0.5).max(1e-6)));
         } else {
             for (o, v) in o.iter_mut().zip(px) {
-                *o = (*v as f32 * 0.3).round() as u8;
+                *o = round_u8(*v as f32 * 0.3);
             }
         }
     }
@@ -281,6 +293,40 @@ pub fn png_rgb(width: u32, height: u32, rgb: &[u8]) -> Result<Vec<u8>, QueryErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The same bytes as `v.round() as u8` over the values pictures make and the
+    /// edge cases (ties, saturation, negatives, NaN, infinities).
+    #[test]
+    fn round_u8_equals_round_then_cast() {
+        let mut v = -3.0f32;
+        while v < 300.0 {
+            for x in [v, v.next_up(), v.next_down()] {
+                assert_eq!(round_u8(x), x.round() as u8, "{x}");
+            }
+            v += 1.0 / 64.0;
+        }
+        for x in [
+            0.5,
+            0.49999997,
+            254.5,
+            255.49998,
+            255.5,
+            256.0,
+            1e30,
+            -0.0,
+            -0.5,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ] {
+            assert_eq!(round_u8(x), x.round() as u8, "{x}");
+        }
+        let mut rng = Rng::new(3);
+        for _ in 0..100_000 {
+            let x = rng.range(-10.0, 270.0);
+            assert_eq!(round_u8(x), x.round() as u8, "{x}");
+        }
+    }
 
     #[test]
     fn pca_finds_the_dominant_axes() {

@@ -18,7 +18,7 @@
 //!   pixel on request.
 
 use lsplat_cpu::gemm::{MatRef, gemm};
-use lsplat_query::picture::Colouring;
+use lsplat_query::picture::{Colouring, round_u8};
 
 /// Per-Gaussian rows the PCA of decoded features is fitted on (an even stride).
 pub const PCA_SAMPLE: usize = 16_384;
@@ -72,7 +72,7 @@ impl Pca {
         let mut out = [0u8; 3];
         for k in 0..3 {
             let v = (proj[k] - self.offset[k] - self.lo[k]) / (self.hi[k] - self.lo[k]);
-            out[k] = (v.clamp(0.0, 1.0) * a * 255.0).round() as u8;
+            out[k] = round_u8(v.clamp(0.0, 1.0) * a * 255.0);
         }
         out
     }

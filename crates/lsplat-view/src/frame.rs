@@ -14,7 +14,7 @@ use std::time::Instant;
 use lsplat_core::{Camera, TileGrid};
 use lsplat_device::{Backend, CameraParams, PixelSet};
 use lsplat_query::lerf::{Protocol, blend, threshold};
-use lsplat_query::picture::{heat_over_into, heat_top};
+use lsplat_query::picture::{heat_over_into, heat_top, round_u8};
 use lsplat_render::Scratch;
 
 use crate::answers::relevancy;
@@ -390,7 +390,7 @@ impl<B: Backend> Renderer<B> {
             let px = &mut rgb[base * 3..(base + band.len() / stride) * 3];
             par_pixels(self.threads, px, 3, &band, stride, |_, o, r| {
                 for k in 0..3 {
-                    o[k] = (r[k].clamp(0.0, 1.0) * 255.0).round() as u8;
+                    o[k] = round_u8(r[k].clamp(0.0, 1.0) * 255.0);
                 }
             });
             tm.shade += ms(t);
@@ -542,19 +542,17 @@ impl<B: Backend> Renderer<B> {
             // A text space too narrow for three axes: black.
             (_, None) => out.fill(0),
             (_, Some(pca)) => {
-                for ((o, r), d) in out
-                    .chunks_exact_mut(3)
-                    .zip(band.chunks_exact(stride))
-                    .zip(dots.chunks_exact(nt.max(1)))
-                {
+                let nt = nt.max(1);
+                par_pixels(self.threads, out, 3, band, stride, |i, o, r| {
                     let a = r[3];
                     let c = if a <= ALPHA_MIN {
                         [0; 3]
                     } else {
+                        let d = &dots[i * nt..i * nt + 3];
                         pca.rgb([d[0], d[1], d[2]], a)
                     };
                     o.copy_from_slice(&c);
-                }
+                });
             }
         }
     }
@@ -593,9 +591,9 @@ fn segment_pixel(m: u8, px: &[u8], o: &mut [u8]) {
     for k in 0..3 {
         let v = px[k] as f32;
         o[k] = if m != 0 {
-            (0.45 * v + 0.55 * TINT[k]).round() as u8
+            round_u8(0.45 * v + 0.55 * TINT[k])
         } else {
-            (0.35 * v).round() as u8
+            round_u8(0.35 * v)
         };
     }
 }
