@@ -1112,9 +1112,11 @@ fn eviction_under_a_tiny_budget_changes_nothing_but_speed() {
             Some(&dir),
         );
         eprintln!("batch {batch}, spilled: {:?}", spilled.stats);
-        // The spilled operators' resident parts count against the budget too, so a
-        // camera held in memory may still be evicted to make room for them (the
-        // budget holds either way); far fewer than without a cache folder.
+        // The spilled operators' resident parts count against the budget too; when
+        // they find it full, an operator held in memory moves to disk to make room
+        // (the same bits) instead of being evicted, so no camera ever falls back to
+        // the rasterizer (whose transposed sums are ordered differently) and the
+        // budget holds.
         assert!(
             spilled.stats.spilled > 0 && spilled.peak_bytes <= budget,
             "{:?}, peak {} of {budget}",
@@ -1122,8 +1124,7 @@ fn eviction_under_a_tiny_budget_changes_nothing_but_speed() {
             spilled.peak_bytes
         );
         assert!(
-            spilled.stats.evictions <= 2
-                && spilled.stats.operators + 2 >= unlimited.stats.operators,
+            spilled.stats.evictions == 0 && spilled.stats.operators == unlimited.stats.operators,
             "{:?}",
             spilled.stats
         );

@@ -151,10 +151,14 @@ pub struct CacheStats {
     pub spilled: u64,
     /// Bytes of the spilled operators on disk.
     pub disk_bytes: u64,
+    /// Of the spilled, operators moved from memory to disk to make room for another
+    /// camera's cache (instead of being evicted).
+    pub demoted: u64,
 }
 
 /// Where training's operators go once the cache budget is full: the first ones
-/// over it spilled to disk (up to the plan's share), the rest evicted and rebuilt.
+/// over it spilled to disk (up to the plan's share), operators in memory moved to disk
+/// to make room while the disk has room, the rest evicted and rebuilt.
 #[derive(Resource, Default)]
 pub struct CacheSpill {
     /// The run's cache folder and disk budget (set by

@@ -193,6 +193,29 @@ impl Placer {
         Ok(None)
     }
 
+    /// `op`, an operator held in memory, moved to disk to make room under the memory
+    /// budget: when the plan spills at all and the disk room allows, whatever the
+    /// plan's count of cameras on disk (operators that came out larger than the first,
+    /// and the spilled ones' resident parts, leave fewer in memory than planned).
+    pub fn demote<B: Backend>(
+        &mut self,
+        dev: &B,
+        op: &B::Operator,
+        stem: &str,
+    ) -> Result<Option<B::Operator>> {
+        let bytes = dev.operator_stats(op).bytes as u64;
+        if let Some(t) = &self.target
+            && self.plan.disk > 0
+            && self.placed.disk_bytes + bytes <= self.disk_room
+            && let Some((spilled, _)) = dev.spill_operator(op, &t.dir, stem, false)?
+        {
+            self.placed.disk += 1;
+            self.placed.disk_bytes += bytes;
+            return Ok(Some(spilled));
+        }
+        Ok(None)
+    }
+
     /// `op` spilled to disk when the plan's disk share and the disk room allow.
     pub fn try_spill<B: Backend>(
         &mut self,

@@ -153,7 +153,9 @@ pub fn admit_caches<B: Backend>(
             disk_bytes = Some(s.bytes as u64);
             candidate = Some(RasterCache::Operator { op });
         }
-        // Evict least-recently-used caches in memory outside the batch until it fits.
+        // Make room: least-recently-used caches in memory outside the batch move to
+        // disk (an operator, when spilling is on and the disk has room: the same
+        // bits, so the run does not change) or are evicted, until it fits.
         while stats.bytes + bytes as u64 > budget.limit {
             let victim = cams
                 .iter()
@@ -170,6 +172,22 @@ pub fn admit_caches<B: Backend>(
                 break;
             };
             let freed = vc.cache.bytes(&dev.0) as u64;
+            if let (RasterCache::Operator { op }, Some(placer)) = (&vc.cache, spill.placer.as_mut())
+            {
+                let stem = format!("train-camera-{}", victim.index());
+                let Some(moved) = fault.check(placer.demote(&dev.0, op, &stem)) else {
+                    return;
+                };
+                if let Some(moved) = moved {
+                    let s = dev.0.operator_stats(&moved);
+                    stats.bytes -= freed.saturating_sub(s.resident_bytes as u64);
+                    stats.spilled += 1;
+                    stats.disk_bytes += s.bytes as u64;
+                    stats.demoted += 1;
+                    vc.cache = RasterCache::Operator { op: moved };
+                    continue;
+                }
+            }
             if let Some(s) = vc.cache.operator_stats(&dev.0) {
                 stats.nnz -= s.nnz as u64;
                 stats.operators -= 1;
