@@ -203,17 +203,8 @@ impl Placer {
         op: &B::Operator,
         stem: &str,
     ) -> Result<Option<B::Operator>> {
-        let bytes = dev.operator_stats(op).bytes as u64;
-        if let Some(t) = &self.target
-            && self.plan.disk > 0
-            && self.placed.disk_bytes + bytes <= self.disk_room
-            && let Some((spilled, _)) = dev.spill_operator(op, &t.dir, stem, false)?
-        {
-            self.placed.disk += 1;
-            self.placed.disk_bytes += bytes;
-            return Ok(Some(spilled));
-        }
-        Ok(None)
+        let allowed = self.plan.disk > 0;
+        self.spill_if(allowed, dev, op, stem)
     }
 
     /// `op` spilled to disk when the plan's disk share and the disk room allow.
@@ -223,9 +214,21 @@ impl Placer {
         op: &B::Operator,
         stem: &str,
     ) -> Result<Option<B::Operator>> {
+        let allowed = self.placed.disk < self.plan.disk;
+        self.spill_if(allowed, dev, op, stem)
+    }
+
+    /// `op` spilled when `allowed`, spilling is on and the disk room holds it.
+    fn spill_if<B: Backend>(
+        &mut self,
+        allowed: bool,
+        dev: &B,
+        op: &B::Operator,
+        stem: &str,
+    ) -> Result<Option<B::Operator>> {
         let bytes = dev.operator_stats(op).bytes as u64;
         if let Some(t) = &self.target
-            && self.placed.disk < self.plan.disk
+            && allowed
             && self.placed.disk_bytes + bytes <= self.disk_room
             && let Some((spilled, _)) = dev.spill_operator(op, &t.dir, stem, false)?
         {
