@@ -254,6 +254,7 @@ impl BackendVisitor for BenchJob {
             "evictions": stats.evictions,
             "spilled_operators": stats.spilled,
             "spilled_bytes": stats.disk_bytes,
+            "demoted_operators": stats.demoted,
             "ranks": ranks,
             "allreduce_share": allreduce_ms / ms_per_step,
             "reduce_dense_bytes_per_step": reduced.map(|r| per_step(r.dense_bytes)),
@@ -293,7 +294,7 @@ impl BackendVisitor for BenchJob {
                 );
             }
             println!(
-                "  cache {:?}: {:.1} MB, {} operators, nnz {} ({:.1} per valid pixel); {} spilled ({:.1} MB on disk), {} evictions",
+                "  cache {:?}: {:.1} MB, {} operators, nnz {} ({:.1} per valid pixel); {} spilled ({:.1} MB on disk, {} moved from memory), {} evictions",
                 cfg.render.cache,
                 stats.bytes as f64 / 1e6,
                 stats.operators,
@@ -301,6 +302,7 @@ impl BackendVisitor for BenchJob {
                 stats.nnz as f64 / valid.max(1) as f64,
                 stats.spilled,
                 stats.disk_bytes as f64 / 1e6,
+                stats.demoted,
                 stats.evictions
             );
         }

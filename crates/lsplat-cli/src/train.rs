@@ -511,13 +511,14 @@ impl BackendVisitor for TrainJob {
         print_summary(&cfg, &backend, &fitted, quality.as_deref(), eval_seconds);
         if solver == SolverKind::Adam {
             println!(
-                "cache: {} hits, {} misses, {} evictions, {:.1} MB held, {} operators spilled ({:.1} MB on disk)",
+                "cache: {} hits, {} misses, {} evictions, {:.1} MB held, {} operators spilled ({:.1} MB on disk; {} of them moved there from memory to make room)",
                 stats.hits,
                 stats.misses,
                 stats.evictions,
                 stats.bytes as f64 / 1e6,
                 stats.spilled,
-                stats.disk_bytes as f64 / 1e6
+                stats.disk_bytes as f64 / 1e6,
+                stats.demoted
             );
         }
         println!("run directory: {}", run.path().display());
