@@ -229,7 +229,7 @@ pub fn project_all(
                             opacity,
                             depth: s.depth,
                             rect,
-                            row_extent: crate::walk::row_extent_at(s.conic, opacity, cut),
+                            row_extent: crate::walk::row_extent(s.conic, opacity, cut),
                             cut,
                         }
                     }

@@ -37,14 +37,6 @@ const CUT_MARGIN: f64 = 1e-3;
 /// σ above which e^{−σ} is evaluated as e^{−SIGMA_CAP} (still far below 1/255).
 const SIGMA_CAP: f32 = 80.0;
 
-/// A bound on the vertical half-extent (pixels) of the region σ ≤ ln(255·o) + 1e-3 of
-/// a splat with conic `(a, b, c)` and opacity `o`: rows farther from the centre hold
-/// only pairs with α < 1/255. Infinite when the conic is not positive definite (every
-/// row may be reached), negative when no pixel can be (o ≤ 0).
-pub fn row_extent(conic: [f64; 3], opacity: f32) -> f32 {
-    row_extent_at(conic, opacity, alpha_cut(opacity))
-}
-
 /// The σ beyond which a splat of opacity `o` gives α < 1/255, with the margin:
 /// ln(255·o) + 1e-3 (−∞ or NaN when o ≤ 0). Computed once per splat and camera
 /// ([`ProjSplat::cut`]), not once per tile that lists it.
@@ -52,8 +44,12 @@ pub fn alpha_cut(opacity: f32) -> f64 {
     (255.0 * opacity as f64).ln() + CUT_MARGIN
 }
 
-/// [`row_extent`] given the splat's [`alpha_cut`].
-pub fn row_extent_at(conic: [f64; 3], opacity: f32, cut: f64) -> f32 {
+/// A bound on the vertical half-extent (pixels) of the region σ ≤ ln(255·o) + 1e-3 of
+/// a splat with conic `(a, b, c)` and opacity `o`: rows farther from the centre hold
+/// only pairs with α < 1/255. Infinite when the conic is not positive definite (every
+/// row may be reached), negative when no pixel can be (o ≤ 0).
+/// `cut` is the splat's [`alpha_cut`].
+pub fn row_extent(conic: [f64; 3], opacity: f32, cut: f64) -> f32 {
     if opacity <= 0.0 {
         return -1.0;
     }
@@ -378,7 +374,7 @@ mod tests {
                         opacity,
                         depth: 1.0,
                         rect: [0; 4],
-                        row_extent: row_extent(conic, opacity),
+                        row_extent: row_extent(conic, opacity, alpha_cut(opacity)),
                         cut: alpha_cut(opacity),
                     }
                 })
@@ -446,7 +442,7 @@ mod tests {
             let (a, c) = (rng.range(0.01, 2.0) as f64, rng.range(0.01, 2.0) as f64);
             let b = rng.range(-0.99, 0.99) as f64 * (a * c).sqrt();
             let o = rng.range(0.01, 1.0);
-            let e = row_extent([a, b, c], o) as f64;
+            let e = row_extent([a, b, c], o, alpha_cut(o)) as f64;
             let cut = (255.0 * o as f64).ln();
             // The lowest σ on the row dy = e just outside the bound is above the cut.
             let dy = e * (1.0 + 1e-9);
@@ -454,7 +450,10 @@ mod tests {
             let sigma = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy;
             assert!(sigma > cut, "σ {sigma} at the bound, cut {cut}");
         }
-        assert_eq!(row_extent([1.0, 0.0, 1.0], 0.0), -1.0);
-        assert_eq!(row_extent([1.0, 2.0, 1.0], 0.5), f32::INFINITY);
+        assert_eq!(row_extent([1.0, 0.0, 1.0], 0.0, alpha_cut(0.0)), -1.0);
+        assert_eq!(
+            row_extent([1.0, 2.0, 1.0], 0.5, alpha_cut(0.5)),
+            f32::INFINITY
+        );
     }
 }

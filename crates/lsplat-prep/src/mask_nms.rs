@@ -278,19 +278,17 @@ mod tests {
     #[test]
     fn threads_do_not_change_the_kept_masks() {
         let (w, h) = (96, 64);
-        let mut seed = 7u64;
-        let mut next = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) as f32 / (1u64 << 31) as f32
-        };
+        let mut rng = lsplat_core::Rng::new(7);
         let mut masks = Vec::new();
         let mut scores = Vec::new();
         for _ in 0..60 {
-            let (cx, cy, r) = (next() * 96.0, next() * 64.0, 3.0 + next() * 25.0);
+            let (cx, cy, r) = (
+                rng.range(0.0, 96.0),
+                rng.range(0.0, 64.0),
+                rng.range(3.0, 28.0),
+            );
             masks.push(disc(w, h, cx, cy, r));
-            scores.push(0.6 + 0.4 * next() as f64);
+            scores.push(rng.range(0.6, 1.0) as f64);
         }
         let bits: Vec<BitMask> = masks.iter().map(|m| BitMask::from_bytes(w, h, m)).collect();
         let refs: Vec<&BitMask> = bits.iter().collect();
