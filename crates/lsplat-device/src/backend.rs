@@ -54,6 +54,12 @@ pub trait Backend: Send + Sync + Sized + 'static {
         out.copy_from_slice(&self.download(buf)?);
         Ok(())
     }
+    /// The buffer's elements where the host can read them in place (a backend whose
+    /// buffers live in host memory), without a copy; `None` elsewhere (callers then
+    /// use [`Backend::download_into`]).
+    fn host_view<'b, T: Element>(&self, _buf: &'b Self::Buf<T>) -> Option<&'b [T]> {
+        None
+    }
     /// Overwrites a buffer with `data` (same length), allocating nothing.
     fn upload_into<T: Element>(&self, buf: &mut Self::Buf<T>, data: &[T]) -> Result<()> {
         check_same_len("upload_into", Self::buf_len(buf), data.len())?;

@@ -115,7 +115,9 @@ pub struct Frame {
 struct BandSet<B: Backend> {
     y0: u32,
     rows: u32,
-    order: Vec<u32>,
+    /// Per pixel of the band (row-major from row `y0`), its position in the
+    /// rasterizer's tile-ordered output.
+    source: Vec<u32>,
     set: PixelSet<B>,
 }
 
@@ -254,10 +256,15 @@ impl<B: Backend> Renderer<B> {
             let width = grid.width;
             let (order, offsets) = grid.select_pixels(|p| (y0..y1).contains(&(p / width)));
             let set = PixelSet::upload(&*self.dev, grid, &order, &offsets)?;
+            let base = y0 as usize * width as usize;
+            let mut source = vec![0u32; ((y1 - y0) * width) as usize];
+            for (i, &p) in order.iter().enumerate() {
+                source[p as usize - base] = i as u32;
+            }
             sets.push(BandSet {
                 y0,
                 rows: y1 - y0,
-                order,
+                source,
                 set,
             });
         }
@@ -373,17 +380,24 @@ impl<B: Backend> Renderer<B> {
                 stride,
                 out,
             )?;
-            self.tiled.resize(B::buf_len(out), 0.0);
-            self.dev.download_into(out, &mut self.tiled)?;
-            let tiled = &self.tiled;
+            // Read in place where the backend's buffers are host memory (no copy of
+            // the band), downloaded otherwise; then gathered into image order on
+            // every thread.
+            let tiled: &[f32] = match self.dev.host_view(out) {
+                Some(v) => v,
+                None => {
+                    self.tiled.resize(B::buf_len(out), 0.0);
+                    self.dev.download_into(out, &mut self.tiled)?;
+                    &self.tiled
+                }
+            };
             band.clear();
             band.resize(bs.rows as usize * w * stride, 0.0);
             let base = bs.y0 as usize * w;
-            for (i, &p) in bs.order.iter().enumerate() {
-                let q = p as usize - base;
-                band[q * stride..(q + 1) * stride]
-                    .copy_from_slice(&tiled[i * stride..(i + 1) * stride]);
-            }
+            par_pixels(self.threads, &mut band, stride, &bs.source, 1, |_, o, i| {
+                let i = i[0] as usize * stride;
+                o.copy_from_slice(&tiled[i..i + stride]);
+            });
             tm.rasterize += ms(t);
 
             let t = Instant::now();
