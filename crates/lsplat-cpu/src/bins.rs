@@ -4,20 +4,21 @@ use lsplat_core::TileGrid;
 use lsplat_device::DeviceError;
 
 use crate::pool::{Workers, balanced_ranges};
-use crate::project::CpuProjection;
+use crate::project::{CpuProjection, ProjSplat};
 
-/// Sorted tile lists of one camera, plus the Gaussian-major view of the same
-/// intersections that the deterministic backward reduces over.
+/// Sorted tile lists of one camera, plus the Gaussian-major offsets of the same
+/// intersections that the deterministic backward reduces over (its permutation,
+/// [`gaussian_major`], is built by the backward itself: forward-only users such as
+/// the viewer never pay for it).
 #[derive(Clone, Debug, Default)]
 pub struct CpuBins {
     /// `tile_count + 1` offsets into `sorted`.
     pub tile_offsets: Vec<u32>,
     /// Gaussian ids, by tile, front to back within a tile.
     pub sorted: Vec<u32>,
-    /// `N + 1` offsets: Gaussian `g` owns intersections `by_gauss[g]..by_gauss[g + 1]`.
+    /// `N + 1` offsets: Gaussian `g` owns intersections `by_gauss[g]..by_gauss[g + 1]`
+    /// (its rectangle's tiles, row-major).
     pub by_gauss: Vec<u32>,
-    /// For each Gaussian-major intersection, its position in `sorted`.
-    pub perm: Vec<u32>,
     cursor: Vec<u32>,
 }
 
@@ -34,7 +35,7 @@ impl CpuBins {
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        4 * (self.tile_offsets.len() + self.sorted.len() + self.by_gauss.len() + self.perm.len())
+        4 * (self.tile_offsets.len() + self.sorted.len() + self.by_gauss.len())
     }
 
     /// The Gaussians of tile `t`, front to back.
@@ -164,19 +165,63 @@ pub fn bin_and_sort(
             }
         },
     );
-    // Gaussian-major index of every sorted position.
-    out.perm.clear();
-    out.perm.resize(total, 0);
-    for t in 0..n_tiles {
-        let (tx, ty) = (t as u32 % tiles_x, t as u32 / tiles_x);
-        for pos in out.tile_offsets[t]..out.tile_offsets[t + 1] {
-            let g = out.sorted[pos as usize] as usize;
-            let r = proj.splats[g].rect;
-            let local = (ty - r[1]) * (r[2] - r[0]) + (tx - r[0]);
-            out.perm[(out.by_gauss[g] + local) as usize] = pos;
-        }
-    }
     Ok(())
+}
+
+/// A pointer shared by the tasks of [`gaussian_major`], each writing its own elements.
+struct Disjoint(*mut u32);
+// SAFETY: the tasks write disjoint elements (see `gaussian_major`) and nothing reads
+// them until every task has finished (the pool's scope joins them).
+unsafe impl Sync for Disjoint {}
+
+/// The Gaussian-major view of `bins`: `perm[by_gauss[g] + j]` is the position in
+/// `sorted` of Gaussian `g`'s intersection with the `j`-th tile of its rectangle
+/// (row-major). Filled in parallel over tiles (`tiles_x` tiles per row).
+pub fn gaussian_major(
+    workers: &Workers,
+    splats: &[ProjSplat],
+    bins: &CpuBins,
+    tiles_x: u32,
+    perm: &mut Vec<u32>,
+) {
+    let n_tiles = bins.tile_offsets.len().saturating_sub(1);
+    perm.clear();
+    perm.resize(bins.len(), 0);
+    let offsets = &bins.tile_offsets;
+    let parts = if bins.len() < 1 << 15 {
+        1
+    } else {
+        4 * workers.threads()
+    };
+    let ranges = balanced_ranges(
+        (0..n_tiles).map(|t| (offsets[t + 1] - offsets[t]) as u64),
+        n_tiles,
+        parts,
+    );
+    let out = Disjoint(perm.as_mut_ptr());
+    let out = &out;
+    workers.for_ranges(
+        &ranges,
+        &mut [(); 0],
+        |_| 0,
+        |tiles, _| {
+            for t in tiles {
+                let (tx, ty) = (t as u32 % tiles_x, t as u32 / tiles_x);
+                for pos in offsets[t]..offsets[t + 1] {
+                    let g = bins.sorted[pos as usize] as usize;
+                    let r = splats[g].rect;
+                    let local = (ty - r[1]) * (r[2] - r[0]) + (tx - r[0]);
+                    let j = (bins.by_gauss[g] + local) as usize;
+                    assert!(j < bins.len());
+                    // SAFETY: `j` is in bounds (checked), and each (Gaussian, tile)
+                    // intersection has its own `j` (the Gaussian's offset plus the tile's
+                    // place in its rectangle), visited by exactly one task: no two writes
+                    // alias, and `perm` is not read before the tasks are joined.
+                    unsafe { *out.0.add(j) = pos };
+                }
+            }
+        },
+    );
 }
 
 #[cfg(test)]

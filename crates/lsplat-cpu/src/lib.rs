@@ -42,7 +42,7 @@ use crate::raster::{Pixels, TileScratch};
 /// The CPU device.
 pub struct CpuBackend {
     workers: Workers,
-    scratch: Mutex<Vec<f32>>,
+    scratch: Mutex<raster::BackwardScratch>,
     tiles: TileScratch,
     pub(crate) products: ProductScratch,
     build: BuildScratch,
@@ -58,7 +58,7 @@ impl CpuBackend {
         let build = BuildScratch::new(8 * workers.threads());
         CpuBackend {
             workers,
-            scratch: Mutex::new(Vec::new()),
+            scratch: Mutex::new(raster::BackwardScratch::default()),
             tiles,
             products,
             build,
@@ -162,6 +162,10 @@ impl Backend for CpuBackend {
         lsplat_device::check_same_len("download_into", buf.len(), out.len())?;
         out.copy_from_slice(buf);
         Ok(())
+    }
+
+    fn host_view<'b, T: Element>(&self, buf: &'b Vec<T>) -> Option<&'b [T]> {
+        Some(buf)
     }
 
     fn upload_into<T: Element>(&self, buf: &mut Vec<T>, data: &[T]) -> Result<()> {
@@ -280,9 +284,9 @@ impl Backend for CpuBackend {
             projection.splats.len() * channels,
         )?;
         let px = pixels(set);
-        let mut contrib = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let mut scratch = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         with_channels!(channels, ch => raster::rasterize_backward(
-            &self.workers, &self.tiles, &projection.splats, bins, px, d_out, ch, &mut contrib, d_features));
+            &self.workers, &self.tiles, &projection.splats, bins, px, d_out, ch, &mut scratch, d_features));
         Ok(())
     }
 

@@ -2,7 +2,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use crate::bins::CpuBins;
+use crate::bins::{CpuBins, gaussian_major};
 use crate::channels::Channels;
 use lsplat_core::TileGrid;
 
@@ -179,6 +179,15 @@ pub fn rasterize<C: Channels>(
     );
 }
 
+/// The backward's reusable memory.
+#[derive(Debug, Default)]
+pub struct BackwardScratch {
+    /// Each intersection's contribution, indexed like `bins.sorted`.
+    contrib: Vec<f32>,
+    /// The bins' Gaussian-major permutation ([`gaussian_major`]).
+    perm: Vec<u32>,
+}
+
 /// `d_x += Σ_pixels w·d_out[i]`, deterministic and free of atomics: each tile writes
 /// the contribution of its own intersections into `contrib` (indexed like
 /// `bins.sorted`), then each Gaussian sums its intersections in a fixed order.
@@ -190,10 +199,12 @@ pub fn rasterize_backward<C: Channels>(
     px: Pixels<'_>,
     d_out: &[f32],
     ch: C,
-    contrib: &mut Vec<f32>,
+    memory: &mut BackwardScratch,
     d_x: &mut [f32],
 ) {
     let c = ch.n();
+    let BackwardScratch { contrib, perm } = memory;
+    gaussian_major(workers, splats, bins, px.grid.tiles_x(), perm);
     contrib.clear();
     contrib.resize(bins.len() * c, 0.0);
     let ranges = tile_ranges(workers, &px, bins);
@@ -249,7 +260,7 @@ pub fn rasterize_backward<C: Channels>(
             for g in gs {
                 let row = &mut chunk[(g - base) * c..(g - base + 1) * c];
                 for j in bins.by_gauss[g]..bins.by_gauss[g + 1] {
-                    let pos = bins.perm[j as usize] as usize;
+                    let pos = perm[j as usize] as usize;
                     for (r, v) in row.iter_mut().zip(&contrib[pos * c..pos * c + c]) {
                         *r += v;
                     }
