@@ -3,7 +3,7 @@
 use lsplat_core::TileGrid;
 use lsplat_device::DeviceError;
 
-use crate::pool::{Workers, balanced_ranges};
+use crate::pool::{Workers, balanced_ranges, even_ranges};
 use crate::project::{CpuProjection, ProjSplat};
 
 /// Sorted tile lists of one camera, plus the Gaussian-major offsets of the same
@@ -95,40 +95,77 @@ pub fn bin_and_sort(
         out.by_gauss.push(acc);
     }
     let total = total as usize;
-    // Per-tile counts, then offsets.
+    // Per-tile counts of each chunk of Gaussians (in parallel), then offsets.
+    let chunks = if total < 1 << 14 {
+        1
+    } else {
+        2 * workers.threads()
+    };
+    let granges = even_ranges(n, chunks);
+    let chunks = granges.len().max(1);
+    let one_each: Vec<_> = (0..chunks).map(|k| k..k + 1).collect();
     out.cursor.clear();
-    out.cursor.resize(n_tiles, 0);
-    for s in &proj.splats {
-        let r = s.rect;
-        for ty in r[1]..r[3] {
-            for tx in r[0]..r[2] {
-                out.cursor[(ty * tiles_x + tx) as usize] += 1;
+    out.cursor.resize(chunks * n_tiles, 0);
+    let splats = &proj.splats;
+    workers.for_ranges(
+        &one_each,
+        &mut out.cursor,
+        |k| k * n_tiles,
+        |k, counts| {
+            for s in &splats[granges.get(k.start).cloned().unwrap_or(0..0)] {
+                let r = s.rect;
+                for ty in r[1]..r[3] {
+                    for tx in r[0]..r[2] {
+                        counts[(ty * tiles_x + tx) as usize] += 1;
+                    }
+                }
             }
-        }
-    }
+        },
+    );
+    // Tile t's pairs start at tile_offsets[t]; chunk k's among them after those of
+    // chunks 0..k (cursor row k becomes chunk k's write positions).
     out.tile_offsets.clear();
     out.tile_offsets.reserve(n_tiles + 1);
     out.tile_offsets.push(0);
     let mut acc = 0u32;
-    for c in out.cursor.iter_mut() {
-        let count = *c;
-        *c = acc;
-        acc += count;
+    for t in 0..n_tiles {
+        for k in 0..chunks {
+            let c = &mut out.cursor[k * n_tiles + t];
+            let count = *c;
+            *c = acc;
+            acc += count;
+        }
         out.tile_offsets.push(acc);
     }
-    // Scatter in Gaussian order (stable per tile).
+    // Scatter (in parallel; the order inside a tile is set by the sort below).
     out.sorted.clear();
     out.sorted.resize(total, 0);
-    for (g, s) in proj.splats.iter().enumerate() {
-        let r = s.rect;
-        for ty in r[1]..r[3] {
-            for tx in r[0]..r[2] {
-                let t = (ty * tiles_x + tx) as usize;
-                out.sorted[out.cursor[t] as usize] = g as u32;
-                out.cursor[t] += 1;
+    let dst = Disjoint(out.sorted.as_mut_ptr());
+    let dst = &dst;
+    workers.for_ranges(
+        &one_each,
+        &mut out.cursor,
+        |k| k * n_tiles,
+        |k, cursor| {
+            let gr = granges.get(k.start).cloned().unwrap_or(0..0);
+            for g in gr {
+                let r = splats[g].rect;
+                for ty in r[1]..r[3] {
+                    for tx in r[0]..r[2] {
+                        let t = (ty * tiles_x + tx) as usize;
+                        let j = cursor[t] as usize;
+                        assert!(j < total);
+                        // SAFETY: `j` is in bounds (checked). Chunk k's positions in tile
+                        // t are its own range of `sorted` (after the counts of chunks
+                        // 0..k, before the next tile's), so no two tasks write the same
+                        // element, and nothing reads `sorted` before they are joined.
+                        unsafe { *dst.0.add(j) = g as u32 };
+                        cursor[t] += 1;
+                    }
+                }
             }
-        }
-    }
+        },
+    );
     // Sort each tile front to back (ties by Gaussian id, so the order is total).
     let offsets = &out.tile_offsets;
     let parts = if total < 1 << 14 {

@@ -14,6 +14,9 @@ pub struct CpuGeometry {
     pub cov3d: Vec<[f64; 6]>,
     /// Opacities (sigmoid of the logits).
     pub opacity: Vec<f32>,
+    /// Per Gaussian, what depends on its opacity alone (computed once, not per
+    /// camera): its [`alpha_cut`](crate::walk::alpha_cut) and its [`extent`].
+    pub cut_extent: Vec<(f64, f64)>,
 }
 
 impl CpuGeometry {
@@ -25,11 +28,16 @@ impl CpuGeometry {
             .zip(&g.rotations)
             .map(|(s, q)| covariance(q, s))
             .collect();
-        let opacity = (0..g.len()).map(|i| g.opacity(i)).collect();
+        let opacity: Vec<f32> = (0..g.len()).map(|i| g.opacity(i)).collect();
+        let cut_extent = opacity
+            .iter()
+            .map(|&o| (crate::walk::alpha_cut(o), extent(o)))
+            .collect();
         CpuGeometry {
             means: g.means.clone(),
             cov3d,
             opacity,
+            cut_extent,
         }
     }
 
@@ -96,12 +104,21 @@ pub struct Splat2d {
     pub radius: [f64; 2],
 }
 
-/// Projects one Gaussian; `None` when culled (behind the near plane, beyond the
+/// The half extent of a splat's box in standard deviations: where α falls to the
+/// threshold (`√(2·ln(o/threshold))`), at most [`EXTENT_SIGMA`].
+pub fn extent(opacity: f32) -> f64 {
+    (2.0 * (opacity / ALPHA_THRESHOLD).ln())
+        .sqrt()
+        .min(EXTENT_SIGMA) as f64
+}
+
+/// Projects one Gaussian (`extent`: its [`extent`]); `None` when culled (behind the near plane, beyond the
 /// far plane, degenerate, or too transparent to ever pass the alpha threshold).
 pub fn project_one(
     mean: [f32; 3],
     cov: &[f64; 6],
     opacity: f32,
+    extent: f64,
     cam: &CameraParams,
 ) -> Option<Splat2d> {
     // Per-Gaussian work is cheap next to compositing, so it runs in f64: the conic's
@@ -171,9 +188,6 @@ pub fn project_one(
         return None;
     }
     let inv = 1.0 / det;
-    let extent = (2.0 * (opacity / ALPHA_THRESHOLD).ln())
-        .sqrt()
-        .min(EXTENT_SIGMA) as f64;
     let radius = [(extent * a.sqrt()).ceil(), (extent * c.sqrt()).ceil()];
     Some(Splat2d {
         xy: [fx * pc[0] / z + cx, fy * pc[1] / z + cy],
@@ -214,8 +228,8 @@ pub fn project_all(
         |r, chunk| {
             for (i, slot) in r.zip(chunk.iter_mut()) {
                 let opacity = geom.opacity[i];
-                let cut = crate::walk::alpha_cut(opacity);
-                *slot = match project_one(geom.means[i], &geom.cov3d[i], opacity, cam) {
+                let (cut, extent) = geom.cut_extent[i];
+                *slot = match project_one(geom.means[i], &geom.cov3d[i], opacity, extent, cam) {
                     Some(s) => {
                         let tr = tile_rect(&s, grid);
                         let rect = if tr[0] < tr[2] && tr[1] < tr[3] {
