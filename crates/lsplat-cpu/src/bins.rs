@@ -168,16 +168,7 @@ pub fn bin_and_sort(
     );
     // Sort each tile front to back (ties by Gaussian id, so the order is total).
     let offsets = &out.tile_offsets;
-    let parts = if total < 1 << 14 {
-        1
-    } else {
-        4 * workers.threads()
-    };
-    let ranges = balanced_ranges(
-        (0..n_tiles).map(|t| (offsets[t + 1] - offsets[t]) as u64),
-        n_tiles,
-        parts,
-    );
+    let ranges = pair_ranges(workers, offsets, 1 << 14);
     workers.for_ranges(
         &ranges,
         &mut out.sorted,
@@ -205,6 +196,27 @@ pub fn bin_and_sort(
     Ok(())
 }
 
+/// Tile ranges balanced by their pair counts (`offsets`: `tile_count + 1` offsets);
+/// one range (run inline) below `inline_below` pairs.
+fn pair_ranges(
+    workers: &Workers,
+    offsets: &[u32],
+    inline_below: u32,
+) -> Vec<std::ops::Range<usize>> {
+    let n_tiles = offsets.len().saturating_sub(1);
+    let total = offsets.last().copied().unwrap_or(0);
+    let parts = if total < inline_below {
+        1
+    } else {
+        4 * workers.threads()
+    };
+    balanced_ranges(
+        (0..n_tiles).map(|t| (offsets[t + 1] - offsets[t]) as u64),
+        n_tiles,
+        parts,
+    )
+}
+
 /// A pointer shared by the tasks of [`gaussian_major`], each writing its own elements.
 struct Disjoint(*mut u32);
 // SAFETY: the tasks write disjoint elements (see `gaussian_major`) and nothing reads
@@ -221,20 +233,10 @@ pub fn gaussian_major(
     tiles_x: u32,
     perm: &mut Vec<u32>,
 ) {
-    let n_tiles = bins.tile_offsets.len().saturating_sub(1);
     perm.clear();
     perm.resize(bins.len(), 0);
     let offsets = &bins.tile_offsets;
-    let parts = if bins.len() < 1 << 15 {
-        1
-    } else {
-        4 * workers.threads()
-    };
-    let ranges = balanced_ranges(
-        (0..n_tiles).map(|t| (offsets[t + 1] - offsets[t]) as u64),
-        n_tiles,
-        parts,
-    );
+    let ranges = pair_ranges(workers, offsets, 1 << 15);
     let out = Disjoint(perm.as_mut_ptr());
     let out = &out;
     workers.for_ranges(

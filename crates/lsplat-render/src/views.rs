@@ -116,7 +116,15 @@ impl<'a, B: Backend> Views<'a, B> {
                 c1,
                 buf,
             )?;
-            let tiled = self.dev.download(buf)?;
+            // In place where the backend's buffers are host memory, else downloaded.
+            let downloaded;
+            let tiled: &[f32] = match self.dev.host_view(buf) {
+                Some(v) => v,
+                None => {
+                    downloaded = self.dev.download(buf)?;
+                    &downloaded
+                }
+            };
             let n = (y1 - y0) as usize * w;
             let tiled = &tiled[..set.len * c1];
             feats.clear();

@@ -114,7 +114,6 @@ pub struct Frame {
 
 struct BandSet<B: Backend> {
     y0: u32,
-    rows: u32,
     /// Per pixel of the band (row-major from row `y0`), its position in the
     /// rasterizer's tile-ordered output.
     source: Vec<u32>,
@@ -261,12 +260,7 @@ impl<B: Backend> Renderer<B> {
             for (i, &p) in order.iter().enumerate() {
                 source[p as usize - base] = i as u32;
             }
-            sets.push(BandSet {
-                y0,
-                rows: y1 - y0,
-                source,
-                set,
-            });
+            sets.push(BandSet { y0, source, set });
         }
         if self.bands.len() >= KEPT_SIZES {
             self.bands.remove(0);
@@ -380,24 +374,16 @@ impl<B: Backend> Renderer<B> {
                 stride,
                 out,
             )?;
-            // Read in place where the backend's buffers are host memory (no copy of
-            // the band), downloaded otherwise; then gathered into image order on
-            // every thread.
-            let tiled: &[f32] = match self.dev.host_view(out) {
-                Some(v) => v,
-                None => {
-                    self.tiled.resize(B::buf_len(out), 0.0);
-                    self.dev.download_into(out, &mut self.tiled)?;
-                    &self.tiled
-                }
-            };
-            band.clear();
-            band.resize(bs.rows as usize * w * stride, 0.0);
+            gather_band(
+                &*self.dev,
+                out,
+                &bs.source,
+                stride,
+                self.threads,
+                &mut self.tiled,
+                &mut band,
+            )?;
             let base = bs.y0 as usize * w;
-            par_pixels(self.threads, &mut band, stride, &bs.source, 1, |_, o, i| {
-                let i = i[0] as usize * stride;
-                o.copy_from_slice(&tiled[i..i + stride]);
-            });
             tm.rasterize += ms(t);
 
             let t = Instant::now();
@@ -572,6 +558,36 @@ impl<B: Backend> Renderer<B> {
     }
 }
 
+/// A band's rendered rows (`[P, stride]` in `out`, tile order) put in image order in
+/// `band`, whose pixel `q` is row `source[q]`: read in place where the backend's
+/// buffers are host memory (no copy of the band), downloaded into `tiled` otherwise,
+/// then gathered on `threads` threads.
+fn gather_band<B: Backend>(
+    dev: &B,
+    out: &B::Buf<f32>,
+    source: &[u32],
+    stride: usize,
+    threads: usize,
+    tiled: &mut Vec<f32>,
+    band: &mut Vec<f32>,
+) -> Result<()> {
+    let rows: &[f32] = match dev.host_view(out) {
+        Some(v) => v,
+        None => {
+            tiled.resize(B::buf_len(out), 0.0);
+            dev.download_into(out, tiled)?;
+            tiled
+        }
+    };
+    band.clear();
+    band.resize(source.len() * stride, 0.0);
+    par_pixels(threads, band, stride, source, 1, |_, o, i| {
+        let i = i[0] as usize * stride;
+        o.copy_from_slice(&rows[i..i + stride]);
+    });
+    Ok(())
+}
+
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
@@ -638,4 +654,62 @@ fn par_pixels<O: Send, I: Sync>(
             });
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use lsplat_core::config::{BackendKind, DeviceConfig, SimtConfig};
+    use lsplat_render::{BackendVisitor, Device};
+
+    use super::*;
+
+    /// Gathers a seeded permutation of 40 001 rows of 8 values on `dev`.
+    struct Gather;
+    impl BackendVisitor for Gather {
+        type Output = (Vec<f32>, Vec<f32>, Vec<u32>);
+        fn visit<B: Backend>(self, dev: B) -> Self::Output {
+            let (n, stride) = (40_001, 8);
+            let rows: Vec<f32> = (0..n * stride).map(|i| i as f32 * 0.5 - 7.0).collect();
+            let mut rng = lsplat_core::Rng::new(5);
+            let mut source: Vec<u32> = (0..n as u32).collect();
+            for i in (1..n).rev() {
+                source.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+            let out = dev.upload(&rows).unwrap();
+            let (mut tiled, mut band) = (Vec::new(), Vec::new());
+            gather_band(&dev, &out, &source, stride, 3, &mut tiled, &mut band).unwrap();
+            (rows, band, source)
+        }
+    }
+
+    fn check((rows, band, source): (Vec<f32>, Vec<f32>, Vec<u32>), what: &str) {
+        assert_eq!(band.len(), rows.len(), "{what}");
+        for (q, &s) in source.iter().enumerate() {
+            let s = s as usize;
+            assert_eq!(
+                band[q * 8..q * 8 + 8],
+                rows[s * 8..s * 8 + 8],
+                "{what}: pixel {q}"
+            );
+        }
+    }
+
+    /// In place on the CPU backend, through a download on the GPU backend (simt): the
+    /// same image-order rows.
+    #[test]
+    fn bands_gather_into_image_order_on_every_backend() {
+        check(Gather.visit(lsplat_cpu::CpuBackend::new(2)), "cpu");
+        let cfg = DeviceConfig {
+            backend: BackendKind::Simt,
+            ..Default::default()
+        };
+        match Device::open(&cfg, &SimtConfig::default()) {
+            Ok(dev) => check(dev.visit(Gather), "simt"),
+            Err(e) => {
+                let required = std::env::var("LSPLAT_REQUIRE_SIMT").is_ok_and(|v| v == "1");
+                assert!(!required, "LSPLAT_REQUIRE_SIMT=1 but: {e}");
+                eprintln!("SKIPPED (no simt runtime): {e}");
+            }
+        }
+    }
 }
