@@ -217,9 +217,10 @@ fn pair_ranges(
     )
 }
 
-/// A pointer shared by the tasks of [`gaussian_major`], each writing its own elements.
+/// A pointer shared by the tasks of a parallel scatter ([`bin_and_sort`]'s pairs,
+/// [`gaussian_major`]'s permutation), each writing its own elements.
 struct Disjoint(*mut u32);
-// SAFETY: the tasks write disjoint elements (see `gaussian_major`) and nothing reads
+// SAFETY: the tasks write disjoint elements (see the two scatters) and nothing reads
 // them until every task has finished (the pool's scope joins them).
 unsafe impl Sync for Disjoint {}
 
