@@ -102,26 +102,22 @@ pub fn bin_and_sort(
         2 * workers.threads()
     };
     let granges = even_ranges(n, chunks);
-    let chunks = granges.len().max(1);
-    let one_each: Vec<_> = (0..chunks).map(|k| k..k + 1).collect();
+    let chunks = granges.len();
+    // Cursor row k (`n_tiles` values) belongs to the chunk of Gaussians granges[k].
+    let row_of = |g: usize| granges.partition_point(|r| r.start < g) * n_tiles;
     out.cursor.clear();
     out.cursor.resize(chunks * n_tiles, 0);
     let splats = &proj.splats;
-    workers.for_ranges(
-        &one_each,
-        &mut out.cursor,
-        |k| k * n_tiles,
-        |k, counts| {
-            for s in &splats[granges.get(k.start).cloned().unwrap_or(0..0)] {
-                let r = s.rect;
-                for ty in r[1]..r[3] {
-                    for tx in r[0]..r[2] {
-                        counts[(ty * tiles_x + tx) as usize] += 1;
-                    }
+    workers.for_ranges(&granges, &mut out.cursor, row_of, |gr, counts| {
+        for s in &splats[gr] {
+            let r = s.rect;
+            for ty in r[1]..r[3] {
+                for tx in r[0]..r[2] {
+                    counts[(ty * tiles_x + tx) as usize] += 1;
                 }
             }
-        },
-    );
+        }
+    });
     // Tile t's pairs start at tile_offsets[t]; chunk k's among them after those of
     // chunks 0..k (cursor row k becomes chunk k's write positions).
     out.tile_offsets.clear();
@@ -142,30 +138,24 @@ pub fn bin_and_sort(
     out.sorted.resize(total, 0);
     let dst = Disjoint(out.sorted.as_mut_ptr());
     let dst = &dst;
-    workers.for_ranges(
-        &one_each,
-        &mut out.cursor,
-        |k| k * n_tiles,
-        |k, cursor| {
-            let gr = granges.get(k.start).cloned().unwrap_or(0..0);
-            for g in gr {
-                let r = splats[g].rect;
-                for ty in r[1]..r[3] {
-                    for tx in r[0]..r[2] {
-                        let t = (ty * tiles_x + tx) as usize;
-                        let j = cursor[t] as usize;
-                        assert!(j < total);
-                        // SAFETY: `j` is in bounds (checked). Chunk k's positions in tile
-                        // t are its own range of `sorted` (after the counts of chunks
-                        // 0..k, before the next tile's), so no two tasks write the same
-                        // element, and nothing reads `sorted` before they are joined.
-                        unsafe { *dst.0.add(j) = g as u32 };
-                        cursor[t] += 1;
-                    }
+    workers.for_ranges(&granges, &mut out.cursor, row_of, |gr, cursor| {
+        for g in gr {
+            let r = splats[g].rect;
+            for ty in r[1]..r[3] {
+                for tx in r[0]..r[2] {
+                    let t = (ty * tiles_x + tx) as usize;
+                    let j = cursor[t] as usize;
+                    assert!(j < total);
+                    // SAFETY: `j` is in bounds (checked). Chunk k's positions in tile
+                    // t are its own range of `sorted` (after the counts of chunks
+                    // 0..k, before the next tile's), so no two tasks write the same
+                    // element, and nothing reads `sorted` before they are joined.
+                    unsafe { *dst.0.add(j) = g as u32 };
+                    cursor[t] += 1;
                 }
             }
-        },
-    );
+        }
+    });
     // Sort each tile front to back (ties by Gaussian id, so the order is total).
     let offsets = &out.tile_offsets;
     let ranges = pair_ranges(workers, offsets, 1 << 14);

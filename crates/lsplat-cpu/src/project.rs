@@ -112,8 +112,9 @@ pub fn extent(opacity: f32) -> f64 {
         .min(EXTENT_SIGMA) as f64
 }
 
-/// Projects one Gaussian (`extent`: its [`extent`]); `None` when culled (behind the near plane, beyond the
-/// far plane, degenerate, or too transparent to ever pass the alpha threshold).
+/// Projects one Gaussian (`extent`: its [`extent`]); `None` when culled (behind the
+/// near plane, beyond the far plane, degenerate, or too transparent to ever pass the
+/// alpha threshold).
 pub fn project_one(
     mean: [f32; 3],
     cov: &[f64; 6],

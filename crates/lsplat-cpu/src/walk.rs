@@ -38,8 +38,9 @@ const CUT_MARGIN: f64 = 1e-3;
 const SIGMA_CAP: f32 = 80.0;
 
 /// The σ beyond which a splat of opacity `o` gives α < 1/255, with the margin:
-/// ln(255·o) + 1e-3 (−∞ or NaN when o ≤ 0). Computed once per splat and camera
-/// ([`ProjSplat::cut`]), not once per tile that lists it.
+/// ln(255·o) + 1e-3 (−∞ or NaN when o ≤ 0). Computed once per splat when the
+/// geometry is uploaded (`CpuGeometry::cut_extent`, copied into [`ProjSplat::cut`]),
+/// not once per camera or per tile that lists it.
 pub fn alpha_cut(opacity: f32) -> f64 {
     (255.0 * opacity as f64).ln() + CUT_MARGIN
 }

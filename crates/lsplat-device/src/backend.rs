@@ -60,6 +60,21 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn host_view<'b, T: Element>(&self, _buf: &'b Self::Buf<T>) -> Option<&'b [T]> {
         None
     }
+    /// The buffer's elements on the host: lent in place where [`Backend::host_view`]
+    /// can, else downloaded into `scratch` (resized to fit; no allocation once it is
+    /// large enough).
+    fn read_host<'b, T: Element>(
+        &self,
+        buf: &'b Self::Buf<T>,
+        scratch: &'b mut Vec<T>,
+    ) -> Result<&'b [T]> {
+        if let Some(v) = self.host_view(buf) {
+            return Ok(v);
+        }
+        scratch.resize(Self::buf_len(buf), T::default());
+        self.download_into(buf, scratch)?;
+        Ok(scratch)
+    }
     /// Overwrites a buffer with `data` (same length), allocating nothing.
     fn upload_into<T: Element>(&self, buf: &mut Self::Buf<T>, data: &[T]) -> Result<()> {
         check_same_len("upload_into", Self::buf_len(buf), data.len())?;

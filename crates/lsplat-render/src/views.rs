@@ -91,7 +91,7 @@ impl<'a, B: Backend> Views<'a, B> {
         let w = cam.width as usize;
         let tile_rows = (self.band_values / (w * self.tile as usize * c1)).max(1) as u32;
         let band_h = tile_rows * self.tile;
-        let (mut feats, mut alpha) = (Vec::new(), Vec::new());
+        let (mut feats, mut alpha, mut host) = (Vec::new(), Vec::new(), Vec::new());
         let mut out: Option<B::Buf<f32>> = None;
         for y0 in (0..cam.height).step_by(band_h as usize) {
             let y1 = (y0 + band_h).min(cam.height);
@@ -116,15 +116,7 @@ impl<'a, B: Backend> Views<'a, B> {
                 c1,
                 buf,
             )?;
-            // In place where the backend's buffers are host memory, else downloaded.
-            let downloaded;
-            let tiled: &[f32] = match self.dev.host_view(buf) {
-                Some(v) => v,
-                None => {
-                    downloaded = self.dev.download(buf)?;
-                    &downloaded
-                }
-            };
+            let tiled = self.dev.read_host(buf, &mut host)?;
             let n = (y1 - y0) as usize * w;
             let tiled = &tiled[..set.len * c1];
             feats.clear();

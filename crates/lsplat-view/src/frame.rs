@@ -571,14 +571,7 @@ fn gather_band<B: Backend>(
     tiled: &mut Vec<f32>,
     band: &mut Vec<f32>,
 ) -> Result<()> {
-    let rows: &[f32] = match dev.host_view(out) {
-        Some(v) => v,
-        None => {
-            tiled.resize(B::buf_len(out), 0.0);
-            dev.download_into(out, tiled)?;
-            tiled
-        }
-    };
+    let rows = dev.read_host(out, tiled)?;
     band.clear();
     band.resize(source.len() * stride, 0.0);
     par_pixels(threads, band, stride, source, 1, |_, o, i| {
