@@ -325,10 +325,10 @@ fn lsq_reaches_the_exact_least_squares_solution() {
 }
 
 /// `lsq` under a memory budget of one operator: the other cameras spilled to disk
-/// (a folder that is empty again afterwards) or, with `disk_budget = 0`, rebuilt
-/// every pass. Spilled and rebuilt operators give the same bits, so the solution is
-/// bitwise the all-in-memory one; the placement announced at start is the one
-/// reached.
+/// (a folder that is empty again afterwards) or, with `disk_budget = 0` or a
+/// `keep_free` larger than the disk, rebuilt every pass. Spilled and rebuilt
+/// operators give the same bits, so the solution is bitwise the all-in-memory one;
+/// the placement announced at start is the one reached.
 fn assert_same_under_a_tiny_budget(
     dev: &CpuBackend,
     p: &Problem<'_, CpuBackend>,
@@ -348,12 +348,14 @@ fn assert_same_under_a_tiny_budget(
         ))
     );
     let dir = std::env::temp_dir().join(format!("lsplat-solve-spill-{}", std::process::id()));
-    for disk_budget in [None, Some(0)] {
+    // Keeping the whole disk free (`keep_free`) spills nothing, like a zero budget.
+    for (disk_budget, keep_free) in [(None, 0), (Some(0), 0), (None, u64::MAX)] {
         let opts = LsqOptions {
             budget,
             spill: Some(lsplat_render::placement::SpillTarget {
                 dir: dir.clone(),
                 disk_budget,
+                keep_free,
                 // A fast disk assumed, so the cost model spills whatever the load
                 // of the machine running the test.
                 read_bandwidth: Some(1e15),
@@ -368,7 +370,7 @@ fn assert_same_under_a_tiny_budget(
                 .iter()
                 .map(|v| v.to_bits())
                 .eq(all_in_memory.x.iter().map(|v| v.to_bits())),
-            "{disk_budget:?}: the solution differs from the all-in-memory one"
+            "{disk_budget:?}/{keep_free}: the solution differs from the all-in-memory one"
         );
         let (plan, got) = sol.placement.unwrap();
         // The plan's disk bytes are estimated from the first operator; the counts
@@ -376,11 +378,11 @@ fn assert_same_under_a_tiny_budget(
         assert_eq!(
             (plan.memory, plan.disk, plan.rebuilt),
             (got.memory, got.disk, got.rebuilt),
-            "{disk_budget:?}"
+            "{disk_budget:?}/{keep_free}"
         );
         assert_eq!(got.memory, 1);
         let on_disk = fit - 1;
-        if disk_budget == Some(0) {
+        if disk_budget == Some(0) || keep_free > 0 {
             // Never spilled: the other cameras are rebuilt for every pass.
             assert_eq!((got.disk, got.rebuilt, sol.streamed), (0, on_disk, on_disk));
             assert!(visits.builds.iter().filter(|&&b| b > 1).count() == on_disk);

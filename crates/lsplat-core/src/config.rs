@@ -434,11 +434,14 @@ pub struct RenderConfig {
     pub cache_budget: Option<u64>,
     /// Bytes the operators that do not fit `cache_budget` may take on disk, in the
     /// run's `cache/` folder (CPU backend; files mapped into memory, products give
-    /// the same bits): unset = the free space less 1 GB, 0 = never spill (such
-    /// operators are rebuilt on every use). Whether a camera is spilled or rebuilt is
-    /// chosen by comparing its measured build time with the time to read its
-    /// operator at the disk's measured bandwidth.
+    /// the same bits): unset = the free space less `disk_keep_free`, 0 = never spill
+    /// (such operators are rebuilt on every use). Whether a camera is spilled or
+    /// rebuilt is chosen by comparing its measured build time with the time to read
+    /// its operator at the disk's measured bandwidth.
     pub disk_budget: Option<u64>,
+    /// Bytes always left free on the cache folder's disk: spilling stops (the rest
+    /// are rebuilt on every use) rather than take the disk below this.
+    pub disk_keep_free: u64,
     /// The disk's read bandwidth in bytes per second that the spill-or-rebuild choice
     /// assumes; unset = measured once, on the first operator spilled.
     pub disk_read_bandwidth: Option<f64>,
@@ -466,6 +469,7 @@ impl Default for RenderConfig {
             cache: CacheMode::Operator,
             cache_budget: None,
             disk_budget: None,
+            disk_keep_free: 1 << 30,
             disk_read_bandwidth: None,
             operator_precision: WeightPrecision::F32,
             fused: true,

@@ -219,17 +219,15 @@ pub struct SpillWriter {
     path: std::path::PathBuf,
 }
 
-/// Space kept free on the disk besides a spill (bytes).
-pub const DISK_RESERVE: u64 = 1 << 30;
-
 impl SpillWriter {
-    /// Creates a new file of `len` bytes in `dir` (refused when the disk has less than
-    /// `len` plus [`DISK_RESERVE`] free).
+    /// Creates a new file of `len` bytes in `dir`, refused before anything is written
+    /// when the disk has less than `len` free (how much to keep free besides is the
+    /// caller's policy: `lsplat_render::placement`).
     pub fn create(dir: &Path, stem: &str, len: usize) -> Result<SpillWriter, String> {
         let free = free_bytes(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        if free < len as u64 + DISK_RESERVE {
+        if free < len as u64 {
             return Err(format!(
-                "disk full: spilling an operator needs {:.2} GB in {} but only {:.2} GB are free (1 GB is kept free); free disk space or lower render.disk_budget",
+                "disk full: spilling an operator needs {:.3} GB in {} but only {:.3} GB are free; free disk space or lower render.disk_budget",
                 len as f64 / 1e9,
                 dir.display(),
                 free as f64 / 1e9

@@ -512,6 +512,7 @@ impl<B: Backend> Session<B> {
         let target = lsplat_render::placement::SpillTarget {
             dir,
             disk_budget: self.config.render.disk_budget,
+            keep_free: self.config.render.disk_keep_free,
             read_bandwidth: self.config.render.disk_read_bandwidth,
         };
         if let Some(mut s) = self

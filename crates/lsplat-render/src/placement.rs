@@ -16,15 +16,14 @@ use lsplat_device::{Backend, DeviceError, Result};
 pub struct SpillTarget {
     /// The run's cache folder (created when the first operator is spilled).
     pub dir: PathBuf,
-    /// Bytes the spilled operators may take (unset: the free space less 1 GB).
+    /// Bytes the spilled operators may take (unset: the free space less `keep_free`).
     pub disk_budget: Option<u64>,
+    /// Bytes always left free on the disk besides the spilled operators.
+    pub keep_free: u64,
     /// The disk's read bandwidth (bytes per second) to assume; unset: measured on
     /// the first operator spilled.
     pub read_bandwidth: Option<f64>,
 }
-
-/// Space left free on the disk besides the spilled operators (bytes).
-const DISK_MARGIN: u64 = 1 << 30;
 
 /// How many cameras' operators are held in memory, on disk and rebuilt per use.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -131,7 +130,7 @@ impl Placer {
                 .map_err(|e| DeviceError::Spill(format!("{}: {e}", t.dir.display())))?;
             let free = lsplat_cpu::store::free_bytes(&t.dir)
                 .map_err(|e| DeviceError::Spill(format!("{}: {e}", t.dir.display())))?
-                .saturating_sub(DISK_MARGIN);
+                .saturating_sub(t.keep_free);
             disk_room = t.disk_budget.map_or(free, |b| b.min(free));
             if let Some(bw) = t.read_bandwidth {
                 bandwidth = Some(bw);
