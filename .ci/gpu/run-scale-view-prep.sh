@@ -30,6 +30,11 @@ hdr "viewer (issue 33) on CUDA: biker, 512-D, 1280x720"
 tm 60 b512_solve $B solve --scene b512/scene.toml --method average --out /tmp/runs/b512 --force $C
 tm 60 view_cuda $B view --run /tmp/runs/b512 --text text.npy --bench 1280x720 --repeats 5 --backend cuda
 cat /tmp/logs/view_cuda.out | head -40
+hdr "viewer (issue 33) on CUDA: the V1 budget case (3-D codes, the autoencoder's table), 1280x720"
+# The CPU's budget case (benches/view_biker_v1.sh: synth, autoencoder, encode, solve on
+# this machine's CPU, then view --bench on CUDA); the frame goal is <= 10 ms.
+( cd "$ROOT" && BIN=$B PYTHON=python3 LSPLAT_TEST_DATA="$PWD/.dev/data" REPEATS=5 \
+    timeout "$(( $(left) < 150 ? $(left) : 150 ))" bash benches/view_biker_v1.sh 1280x720 /tmp/v1ae -- --backend cuda ) 2>&1 | tail -n 20
 
 hdr "scale scene (issue 32) on CUDA"
 tm 60 tile $B synth --splats data/biker.ply --tile 3x3 --orbit 1 --width 16 --height 16 --out /tmp/tile
