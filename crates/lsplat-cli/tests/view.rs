@@ -124,7 +124,7 @@ fn scene() -> Scene {
         "--out",
         s(&ae),
         "--epochs",
-        "3",
+        "30",
         "--quiet",
     ]);
     ok(&[
@@ -151,7 +151,7 @@ fn scene() -> Scene {
         "--out",
         s(&run),
     ]);
-    let text = write_text(&root, 512);
+    let text = write_view_text(&root, &run, &ae);
     Scene {
         _dir: dir,
         root,
@@ -159,6 +159,72 @@ fn scene() -> Scene {
         ae,
         text,
     }
+}
+
+/// The text table the viewer test asks, made from what level 1 renders at
+/// frame_00001 (its codes decoded by the autoencoder): "thing 1" is the decoded
+/// feature least like the picture's mean, "thing 0" the most like it, "thing 2" one
+/// between; the canonical phrases lie near the mean (plus a little noise), as CLIP's
+/// "object", "things", "stuff" and "texture" lie near every crop. So a query lights up
+/// the part of the picture that looks like it (random canonical embeddings, as
+/// `write_text` makes, lose to every feature: the heat map covered the picture).
+fn write_view_text(root: &Path, run: &Path, ae: &Path) -> PathBuf {
+    let out = root.join("text_render");
+    ok(&[
+        "render",
+        "--run",
+        s(&run.join("level_1")),
+        "--cameras",
+        "frame_00001",
+        "--out",
+        s(&out),
+        "--force",
+    ]);
+    let img = read_npy(&out.join("frame_00001.npy")).unwrap();
+    let c = img.shape[2];
+    let codes: Vec<f32> = img
+        .data
+        .chunks_exact(c)
+        .flat_map(|r| r[..3].to_vec())
+        .collect();
+    let model = lsplat_ae::load_model(ae).unwrap().model;
+    let d = model.input_dim();
+    let feats = model.decode(&codes, 1).unwrap();
+    let mut mean = vec![0f32; d];
+    for f in feats.chunks_exact(d) {
+        for (m, x) in mean.iter_mut().zip(f) {
+            *m += x;
+        }
+    }
+    let n = mean.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    mean.iter_mut().for_each(|m| *m /= n);
+    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    let mut by_likeness: Vec<(f32, usize)> = feats
+        .chunks_exact(d)
+        .enumerate()
+        .map(|(i, f)| (dot(f, &mean), i))
+        .collect();
+    by_likeness.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let pick = [by_likeness.len() - 1, 0, by_likeness.len() / 2].map(|k| by_likeness[k].1);
+    let mut rng = lsplat_core::Rng::new(9);
+    let mut names: Vec<String> = ["object", "things", "stuff", "texture"]
+        .map(String::from)
+        .into();
+    let mut values = Vec::new();
+    for _ in 0..4 {
+        values.extend(
+            mean.iter()
+                .map(|m| m + 0.01 * rng.normal() / (d as f32).sqrt()),
+        );
+    }
+    for (k, &i) in pick.iter().enumerate() {
+        names.push(format!("thing {k}"));
+        values.extend_from_slice(&feats[i * d..(i + 1) * d]);
+    }
+    let p = root.join("text512.npy");
+    lsplat_data::io::write_npy_f32(&p, &[names.len(), d], &values).unwrap();
+    std::fs::write(p.with_extension("txt"), names.join("\n")).unwrap();
+    p
 }
 
 /// The last full frame's header once `ready` holds for it.
@@ -476,6 +542,14 @@ async fn the_viewer_in_a_browser() {
     assert!(h["top"].as_f64().unwrap() > 0.0);
     let (_, _, table) = full_picture(&c).await;
     let map = queried(&sc, Some("frame_00001"), None, "q1");
+    // The query lights up part of the picture, not all of it.
+    let lit = map.iter().filter(|&&r| r > 0.5).count();
+    eprintln!("thing 1: {lit} of {} pixels above 0.5", map.len());
+    assert!(
+        lit > 0 && lit < map.len() / 2,
+        "{lit} of {} pixels above 0.5",
+        map.len()
+    );
     let want = lsplat_query::picture::heat_over(&map, &want_rgb);
     let (max, mean, share) = compare(&table, &want, 8);
     eprintln!(
