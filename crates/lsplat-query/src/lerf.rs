@@ -56,16 +56,28 @@ impl Protocol {
 
     /// The smoothed map f of a relevancy map.
     pub fn smooth(self, r: &[f32], w: usize, h: usize) -> Vec<f32> {
+        self.smooth_on(r, w, h, 1)
+    }
+
+    /// [`Protocol::smooth`] on `threads` threads (LangSplat's box; the same bits
+    /// whatever the count).
+    pub fn smooth_on(self, r: &[f32], w: usize, h: usize, threads: usize) -> Vec<f32> {
         match self {
-            Protocol::LangSplat => box_filter(r, w, h, BOX_SIZE),
+            Protocol::LangSplat => box_filter_threads(r, w, h, BOX_SIZE, threads),
             Protocol::LangSplatV2 => pool_mean(r, w, h, POOL_SIZE),
         }
     }
 
     /// The cleaned-up mask.
     pub fn clean(self, mask: &[u8], w: usize, h: usize) -> Vec<u8> {
+        self.clean_on(mask, w, h, 1)
+    }
+
+    /// [`Protocol::clean`] on `threads` threads (LangSplat's vote; the same result
+    /// whatever the count).
+    pub fn clean_on(self, mask: &[u8], w: usize, h: usize, threads: usize) -> Vec<u8> {
         match self {
-            Protocol::LangSplat => majority_vote(mask, w, h),
+            Protocol::LangSplat => majority_vote_threads(mask, w, h, threads),
             Protocol::LangSplatV2 => {
                 let m: Vec<f32> = mask.iter().map(|&v| f32::from(v != 0)).collect();
                 pool_mean(&m, w, h, CLEAN_SIZE)
@@ -102,6 +114,26 @@ pub fn pool_mean(r: &[f32], w: usize, h: usize, k: usize) -> Vec<f32> {
     out
 }
 
+/// Runs `f(i, item)` for every item, the last on this thread and the others on
+/// scoped threads of their own (one item: no thread is started).
+fn par_each<T: Send>(items: Vec<T>, f: impl Fn(usize, T) + Sync) {
+    let f = &f;
+    std::thread::scope(|sc| {
+        let n = items.len();
+        let mut last = None;
+        for (i, item) in items.into_iter().enumerate() {
+            if i + 1 == n {
+                last = Some((i, item));
+            } else {
+                sc.spawn(move || f(i, item));
+            }
+        }
+        if let Some((i, item)) = last {
+            f(i, item);
+        }
+    });
+}
+
 /// OpenCV's `BORDER_REFLECT_101` index (`gfedcb|abcdefgh|gfedcba`), repeated for
 /// offsets larger than the image.
 pub fn reflect101(mut p: isize, len: usize) -> usize {
@@ -121,6 +153,12 @@ pub fn reflect101(mut p: isize, len: usize) -> usize {
 /// per pixel whatever `k`; the running sums differ from a direct sum only by float64
 /// rounding (the tests compare with a direct float64 sum).
 pub fn box_filter(r: &[f32], w: usize, h: usize, k: usize) -> Vec<f32> {
+    box_filter_threads(r, w, h, k, 1)
+}
+
+/// [`box_filter`] on `threads` threads (rows for the horizontal sums, column strips
+/// for the vertical ones), with the same bits whatever the thread count.
+pub fn box_filter_threads(r: &[f32], w: usize, h: usize, k: usize, threads: usize) -> Vec<f32> {
     if w == 0 || h == 0 || k == 0 {
         return vec![0.0; w * h];
     }
@@ -132,35 +170,55 @@ pub fn box_filter(r: &[f32], w: usize, h: usize, k: usize) -> Vec<f32> {
             .collect()
     };
     let (ex, ey) = (ext(w), ext(h));
+    let threads = threads.clamp(1, w.min(h));
     let mut hsum = vec![0f64; w * h];
-    for (row, out) in r.chunks_exact(w).zip(hsum.chunks_exact_mut(w)) {
-        let mut s: f64 = ex[..k].iter().map(|&c| f64::from(row[c])).sum();
-        for x in 0..w {
-            out[x] = s;
-            if x + 1 < w {
-                s += f64::from(row[ex[x + k]]) - f64::from(row[ex[x]]);
+    let rows_per = h.div_ceil(threads);
+    let rows: Vec<_> = r
+        .chunks(rows_per * w)
+        .zip(hsum.chunks_mut(rows_per * w))
+        .collect();
+    par_each(rows, |_, (src, dst)| {
+        for (row, out) in src.chunks_exact(w).zip(dst.chunks_exact_mut(w)) {
+            let mut s: f64 = ex[..k].iter().map(|&c| f64::from(row[c])).sum();
+            for x in 0..w {
+                out[x] = s;
+                if x + 1 < w {
+                    s += f64::from(row[ex[x + k]]) - f64::from(row[ex[x]]);
+                }
             }
         }
-    }
+    });
+    // Vertical running sums per column strip: each strip's slices of every row.
     let norm = (k * k) as f64;
-    let mut acc = vec![0f64; w];
-    for &q in &ey[..k] {
-        for (a, v) in acc.iter_mut().zip(&hsum[q * w..(q + 1) * w]) {
-            *a += v;
+    let cols_per = w.div_ceil(threads);
+    let mut out = vec![0f32; w * h];
+    let mut strips: Vec<Vec<&mut [f32]>> = (0..w.div_ceil(cols_per)).map(|_| Vec::new()).collect();
+    for row in out.chunks_mut(w) {
+        for (strip, part) in strips.iter_mut().zip(row.chunks_mut(cols_per)) {
+            strip.push(part);
         }
     }
-    let mut out = vec![0f32; w * h];
-    for y in 0..h {
-        for (o, a) in out[y * w..(y + 1) * w].iter_mut().zip(&acc) {
-            *o = (a / norm) as f32;
-        }
-        if y + 1 < h {
-            let (add, sub) = (ey[y + k] * w, ey[y] * w);
-            for (x, a) in acc.iter_mut().enumerate() {
-                *a += hsum[add + x] - hsum[sub + x];
+    par_each(strips, |j, mut rows| {
+        let x0 = j * cols_per;
+        let width = rows[0].len();
+        let mut acc = vec![0f64; width];
+        for &q in &ey[..k] {
+            for (a, v) in acc.iter_mut().zip(&hsum[q * w + x0..q * w + x0 + width]) {
+                *a += v;
             }
         }
-    }
+        for (y, o) in rows.iter_mut().enumerate() {
+            for (o, a) in o.iter_mut().zip(&acc) {
+                *o = (a / norm) as f32;
+            }
+            if y + 1 < h {
+                let (add, sub) = (ey[y + k] * w + x0, ey[y] * w + x0);
+                for (x, a) in acc.iter_mut().enumerate() {
+                    *a += hsum[add + x] - hsum[sub + x];
+                }
+            }
+        }
+    });
     out
 }
 
@@ -189,6 +247,12 @@ pub fn threshold(blended: &[f32], threshold: f32) -> Vec<u8> {
 /// the last row and column only count in their neighbours' windows). An empty window
 /// (an image 1 pixel high or wide) gives 0.
 pub fn majority_vote(mask: &[u8], w: usize, h: usize) -> Vec<u8> {
+    majority_vote_threads(mask, w, h, 1)
+}
+
+/// [`majority_vote`] with the votes on `threads` threads (integer counts: the same
+/// result whatever the thread count).
+pub fn majority_vote_threads(mask: &[u8], w: usize, h: usize, threads: usize) -> Vec<u8> {
     // Integral image of the ones.
     let mut ii = vec![0u32; (w + 1) * (h + 1)];
     for y in 0..h {
@@ -200,20 +264,28 @@ pub fn majority_vote(mask: &[u8], w: usize, h: usize) -> Vec<u8> {
     }
     let r = VOTE_RADIUS;
     let mut out = vec![0u8; w * h];
-    for y in 0..h {
-        let (y0, y1) = (y.saturating_sub(r), (y + r + 1).min(h.saturating_sub(1)));
-        for x in 0..w {
-            let (x0, x1) = (x.saturating_sub(r), (x + r + 1).min(w.saturating_sub(1)));
-            if y1 <= y0 || x1 <= x0 {
-                continue;
-            }
-            let ones = ii[y1 * (w + 1) + x1] + ii[y0 * (w + 1) + x0]
-                - ii[y0 * (w + 1) + x1]
-                - ii[y1 * (w + 1) + x0];
-            let area = ((y1 - y0) * (x1 - x0)) as u32;
-            out[y * w + x] = (ones > area - ones) as u8;
-        }
+    if w == 0 || h == 0 {
+        return out;
     }
+    let rows_per = h.div_ceil(threads.clamp(1, h));
+    let chunks: Vec<_> = out.chunks_mut(rows_per * w).collect();
+    par_each(chunks, |c, chunk| {
+        for (dy, row) in chunk.chunks_exact_mut(w).enumerate() {
+            let y = c * rows_per + dy;
+            let (y0, y1) = (y.saturating_sub(r), (y + r + 1).min(h.saturating_sub(1)));
+            for (x, o) in row.iter_mut().enumerate() {
+                let (x0, x1) = (x.saturating_sub(r), (x + r + 1).min(w.saturating_sub(1)));
+                if y1 <= y0 || x1 <= x0 {
+                    continue;
+                }
+                let ones = ii[y1 * (w + 1) + x1] + ii[y0 * (w + 1) + x0]
+                    - ii[y0 * (w + 1) + x1]
+                    - ii[y1 * (w + 1) + x0];
+                let area = ((y1 - y0) * (x1 - x0)) as u32;
+                *o = (ones > area - ones) as u8;
+            }
+        }
+    });
     out
 }
 

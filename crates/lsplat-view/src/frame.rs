@@ -438,7 +438,7 @@ impl<B: Backend> Renderer<B> {
             }
             Mode::Segmentation => {
                 let m = map.as_deref().unwrap_or_default();
-                let mask = segment(m, w, h, req.threshold);
+                let mask = segment_on(m, w, h, req.threshold, self.threads);
                 let mut out = vec![0u8; rgb.len()];
                 par_pixels(self.threads, &mut out, 3, &rgb, 3, |i, o, px| {
                     segment_pixel(mask[i], px, o);
@@ -588,9 +588,14 @@ fn ms(t: Instant) -> f64 {
 /// LangSplat's segmentation of one relevancy map: the 30×30 box blend, the
 /// normalised threshold, the 7×7 majority vote.
 pub fn segment(map: &[f32], w: usize, h: usize, thresh: f32) -> Vec<u8> {
+    segment_on(map, w, h, thresh, 1)
+}
+
+/// [`segment`] with the box filter and the vote on `threads` threads (the same mask).
+pub fn segment_on(map: &[f32], w: usize, h: usize, thresh: f32, threads: usize) -> Vec<u8> {
     let p = Protocol::LangSplat;
-    let blended = blend(map, &p.smooth(map, w, h));
-    p.clean(&threshold(&blended, thresh), w, h)
+    let blended = blend(map, &p.smooth_on(map, w, h, threads));
+    p.clean_on(&threshold(&blended, thresh), w, h, threads)
 }
 
 /// The segmentation over the colours: inside, the colours tinted orange; outside,

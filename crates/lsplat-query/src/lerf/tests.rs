@@ -120,6 +120,36 @@ fn majority_vote_matches_langsplats_loops() {
     assert!(majority_vote(&m, w, h).iter().all(|v| *v == 0));
 }
 
+/// The threaded box filter and vote give the one-thread bits, also with more threads
+/// than rows or columns and strips of uneven width.
+#[test]
+fn threads_do_not_change_the_box_filter_or_the_vote() {
+    let mut rng = Rng::new(3);
+    for (w, h) in [(1, 1), (3, 2), (37, 23), (64, 5), (5, 64), (131, 77)] {
+        let r = random_map(w, h, (w * 31 + h) as u64);
+        let mask: Vec<u8> = (0..w * h).map(|_| (rng.f64() < 0.5) as u8).collect();
+        for k in [1, 2, 5, BOX_SIZE] {
+            let one = box_filter(&r, w, h, k);
+            for t in [2, 3, 4, 7, 200] {
+                let got = box_filter_threads(&r, w, h, k, t);
+                assert!(
+                    one.iter()
+                        .zip(&got)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "box {w}x{h} k{k} on {t} threads"
+                );
+            }
+        }
+        for t in [2, 3, 4, 7, 200] {
+            assert_eq!(
+                majority_vote(&mask, w, h),
+                majority_vote_threads(&mask, w, h, t),
+                "vote {w}x{h} on {t} threads"
+            );
+        }
+    }
+}
+
 /// Level choice, plateau ties, and boxes that touch the image border.
 #[test]
 fn levels_ties_and_border_boxes() {
