@@ -30,6 +30,7 @@ fn precision_name(p: WeightPrecision) -> &'static str {
         WeightPrecision::F16 => "f16",
         WeightPrecision::Bf16 => "bf16",
         WeightPrecision::Compact => "compact",
+        WeightPrecision::Recompute => "recompute",
     }
 }
 
@@ -46,6 +47,7 @@ fn bench_operator(crit: &mut Criterion) {
                 WeightPrecision::F16,
                 WeightPrecision::Bf16,
                 WeightPrecision::Compact,
+                WeightPrecision::Recompute,
             ],
         ),
     ];

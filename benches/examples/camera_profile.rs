@@ -128,7 +128,11 @@ fn main() {
         }
         // The exact operator's forward, against which the compact one is compared.
         let mut exact: Vec<f32> = Vec::new();
-        for p in [WeightPrecision::F32, WeightPrecision::Compact] {
+        for p in [
+            WeightPrecision::F32,
+            WeightPrecision::Compact,
+            WeightPrecision::Recompute,
+        ] {
             let (t_build, op) = best(repeat, || {
                 dev.build_operator(&proj, &bins, &set, n, p)
                     .expect("operator")

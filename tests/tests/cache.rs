@@ -458,7 +458,7 @@ fn gamma(k: usize) -> f64 {
 /// Bound on the error of one stored weight `w` (exact f32 value) in `p`.
 fn weight_bound(p: WeightPrecision, w: f64) -> f64 {
     match p {
-        WeightPrecision::F32 => 0.0,
+        WeightPrecision::F32 | WeightPrecision::Recompute => 0.0,
         WeightPrecision::F16 => (U_F16 * w).max(if w < F16_MIN_NORMAL {
             F16_SUBNORMAL_ABS
         } else {
@@ -649,6 +649,7 @@ fn spmm_and_its_transpose_match_float64() {
             WeightPrecision::F16,
             WeightPrecision::Bf16,
             WeightPrecision::Compact,
+            WeightPrecision::Recompute,
         ] {
             let what = format!("{} {p:?}", case.name);
             let op = dev.build_operator(&proj, &bins, &set, n, p).unwrap();
@@ -666,6 +667,8 @@ fn spmm_and_its_transpose_match_float64() {
                 WeightPrecision::F32 => 6 * nnz,
                 WeightPrecision::F16 | WeightPrecision::Bf16 => 4 * nnz,
                 WeightPrecision::Compact => 3 * op.entries(),
+                // One byte per entry (fillers included) and each row's pixel.
+                WeightPrecision::Recompute => op.entries() + 4 * set.len,
             };
             // Row offsets, block offsets and lists, the visible Gaussians with their
             // list positions, a u16 local index and a weight per non-zero; no
@@ -708,12 +711,12 @@ fn spmm_and_its_transpose_match_float64() {
                 "{what}: spmm wrote past its rows"
             );
             out.truncate(set.len * c);
-            if p == WeightPrecision::F32 {
+            if matches!(p, WeightPrecision::F32 | WeightPrecision::Recompute) {
                 assert!(
                     out.iter()
                         .zip(&raster)
                         .all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "{what}: the f32 operator's SpMM is bitwise the rasterizer's forward"
+                    "{what}: the exact operator's SpMM is bitwise the rasterizer's forward"
                 );
             }
             for r in 0..set.len {
@@ -956,6 +959,7 @@ fn fused_step_matches_the_three_ops_and_is_reproducible() {
         WeightPrecision::F16,
         WeightPrecision::Bf16,
         WeightPrecision::Compact,
+        WeightPrecision::Recompute,
     ] {
         let op = dev.build_operator(&proj, &bins, &gt.pixels, n, p).unwrap();
         assert!(op.nnz() >= 1 << 15, "large enough to run in parallel");

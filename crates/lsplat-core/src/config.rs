@@ -448,7 +448,9 @@ pub struct RenderConfig {
     /// Storage of the cached operators: `f32` (exact: `W·x` is bitwise the
     /// rasterizer's compositing), `f16`, `bf16`, or `compact` (CPU: one-byte gap-coded
     /// positions and 16-bit weights with relative error ≤ 2⁻¹², 3 bytes per entry
-    /// against f32's 6; the GPU stores f16 weights). Also read as `render.weights`.
+    /// against f32's 6; the GPU stores f16 weights), or `recompute` (CPU: positions
+    /// only, about 1.2 bytes per entry, exact weights recomputed in every product; the
+    /// GPU stores f32). Also read as `render.weights`.
     #[serde(alias = "weights")]
     pub operator_precision: WeightPrecision,
     /// With a cached operator, run a camera's forward, per-pixel loss and backward as
@@ -506,6 +508,12 @@ pub enum WeightPrecision {
     /// position and a 16-bit unsigned float weight (5 exponent, 11 mantissa bits):
     /// relative error ≤ 2⁻¹² per weight. Backends without that layout store f16.
     Compact,
+    /// No weights stored (CPU): per entry only a one-byte gap-coded position (about
+    /// 1.2 bytes per entry with the lists, a fifth of `f32`); every product recomputes
+    /// the weights α·T from the camera's projection with the rasterizer's own
+    /// arithmetic, so they are exact and `W·x` is bitwise the rasterizer's, at the
+    /// price of slower products. Backends without it store f32.
+    Recompute,
 }
 
 /// Backend selection.

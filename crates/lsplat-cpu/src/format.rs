@@ -6,9 +6,17 @@
 //!   same row (block lists are in front-to-back order, so a row's positions ascend),
 //!   and a 16-bit weight [`W16`] (3 bytes). A gap above 255 is bridged by filler
 //!   entries of weight 0 that advance the position by 256 each.
+//! - `recompute`: per entry one byte, the gap as in `compact` but bridged by fillers
+//!   (byte 255) that advance the position by 255 and are no entry; no weights. Each
+//!   product re-projects the camera's visible Gaussians ([`RSplat`]) and recomputes
+//!   every weight α·T along the row with the walk's own arithmetic, so the weights,
+//!   and the products, are bitwise those of `f32`.
 
 use half::{bf16, f16};
 
+use std::ops::Range;
+
+use crate::operator::Block;
 use crate::store::{Pod, Store};
 
 /// Weight storage.
@@ -22,6 +30,8 @@ pub enum Weights {
     Bf16(Store<bf16>),
     /// [`W16`] (the compact layout).
     W16(Store<W16>),
+    /// None: recomputed by every product (the `recompute` layout).
+    Recomputed,
 }
 
 /// A weight in `[0, 2)` in 16 bits: 5 exponent bits (bias 31, no sign) and 11
@@ -95,17 +105,8 @@ impl Weights {
     pub fn elem_bytes(&self) -> usize {
         match self {
             Weights::F32(_) => 4,
+            Weights::Recomputed => 0,
             _ => 2,
-        }
-    }
-
-    /// Weight `k` as f32.
-    pub fn get(&self, k: usize) -> f32 {
-        match self {
-            Weights::F32(v) => v[k],
-            Weights::F16(v) => v[k].to_f32(),
-            Weights::Bf16(v) => v[k].to_f32(),
-            Weights::W16(v) => v[k].get(),
         }
     }
 
@@ -116,6 +117,7 @@ impl Weights {
             Weights::F16(v) => v.byte_len(),
             Weights::Bf16(v) => v.byte_len(),
             Weights::W16(v) => v.byte_len(),
+            Weights::Recomputed => 0,
         }
     }
 }
@@ -141,14 +143,27 @@ impl Positions {
 
 /// A way to read an operator's entries, row by row.
 pub(crate) trait Entries: Copy + Send + Sync {
+    /// A row's decoding state.
+    type Cursor: Copy;
+
+    /// Makes in `buf` what the block's rows `rows` (whose Gaussians `list` holds) need
+    /// decoding besides the stored entries ([`Block::alphas`]); nothing by default.
+    #[inline(always)]
+    fn prepare(&self, list: &[u32], rows: Range<usize>, row_ptr: &[u32], buf: &mut BlockBuf) {
+        let _ = (list, rows, row_ptr, buf);
+    }
+
+    /// The state before the first entry of row `r` of block `blk`.
+    fn start(&self, blk: &Block<'_, Self>, r: usize) -> Self::Cursor;
+
     /// Entry `k`'s position in its block's list and its weight. `cur` is the row's
-    /// decoding state: 0 before the row's first entry, then as left by the entries
-    /// before `k` in the same row (entries are read in order).
+    /// decoding state: [`Entries::start`] before the row's first entry, then as left
+    /// by the entries before `k` in the same row (entries are read in order).
     ///
     /// # Safety
     /// `k` is an entry of the operator and the entries of its row before it were read
-    /// with the same `cur`.
-    unsafe fn get(&self, k: usize, cur: &mut usize) -> (usize, f32);
+    /// with the same `cur`, started for that row and its block's list.
+    unsafe fn get(&self, k: usize, cur: &mut Self::Cursor) -> (usize, f32);
 }
 
 /// u16 positions and weights of type `W`.
@@ -159,8 +174,13 @@ pub(crate) struct Plain<'a, W> {
 }
 
 impl<W: Weight> Entries for Plain<'_, W> {
+    type Cursor = ();
+
     #[inline(always)]
-    unsafe fn get(&self, k: usize, _cur: &mut usize) -> (usize, f32) {
+    fn start(&self, _blk: &Block<'_, Self>, _r: usize) {}
+
+    #[inline(always)]
+    unsafe fn get(&self, k: usize, _cur: &mut ()) -> (usize, f32) {
         // SAFETY: k is an entry (caller), so both arrays hold it.
         unsafe {
             (
@@ -179,6 +199,13 @@ pub(crate) struct Gaps<'a> {
 }
 
 impl Entries for Gaps<'_> {
+    type Cursor = usize;
+
+    #[inline(always)]
+    fn start(&self, _blk: &Block<'_, Self>, _r: usize) -> usize {
+        0
+    }
+
     #[inline(always)]
     unsafe fn get(&self, k: usize, cur: &mut usize) -> (usize, f32) {
         // SAFETY: k is an entry (caller), so both arrays hold it.
@@ -190,11 +217,97 @@ impl Entries for Gaps<'_> {
     }
 }
 
+/// The gap byte of a `recompute` filler: it advances the position by this much and is
+/// no entry.
+pub(crate) const FILLER: u8 = 255;
+
+/// A product task's buffers for preparing a block ([`Entries::prepare`]).
+#[derive(Default)]
+pub(crate) struct BlockBuf {
+    /// Per entry of the block: its α (`recompute`).
+    pub(crate) alphas: Vec<f32>,
+    /// The block's listed splats, in list order (`recompute`).
+    pub(crate) splats: Vec<RSplat>,
+}
+
+/// What a product needs of a visible Gaussian to recompute its weights: the walk's
+/// splat (centre and conic in f64, opacity) re-projected for the operator's camera.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RSplat {
+    pub(crate) x: f64,
+    pub(crate) y: f64,
+    pub(crate) conic: [f64; 3],
+    pub(crate) opacity: f32,
+}
+
+/// Gap-coded positions (`recompute`: fillers are [`FILLER`] bytes) and weights
+/// recomputed from the re-projected splats.
+#[derive(Clone, Copy)]
+pub(crate) struct Recomputed<'a> {
+    pub(crate) gaps: &'a [u8],
+    /// Per row: its pixel, `x | y << 16`.
+    pub(crate) pixels: &'a [u32],
+    /// Per Gaussian (those listed by the operator's blocks filled in).
+    pub(crate) splats: &'a [RSplat],
+}
+
+/// A row's state in [`Recomputed`]: the next position, the transmittance, and the α
+/// of the next entry in the prepared block.
+#[derive(Clone, Copy)]
+pub(crate) struct Walk {
+    pos: usize,
+    t: f32,
+    alpha: *const f32,
+}
+
+impl Entries for Recomputed<'_> {
+    type Cursor = Walk;
+
+    /// Every entry's α = min(0.99, o·e^{−σ}) at its row's pixel (0 for fillers).
+    fn prepare(&self, list: &[u32], rows: Range<usize>, row_ptr: &[u32], buf: &mut BlockBuf) {
+        crate::recompute::block_alphas(self, list, rows, row_ptr, buf);
+    }
+
+    #[inline(always)]
+    fn start(&self, blk: &Block<'_, Self>, r: usize) -> Walk {
+        let first = blk.row_ptr[blk.rows.start] as usize;
+        let k = blk.row_ptr[r] as usize;
+        assert!(
+            blk.rows.contains(&r) && blk.alphas.len() == blk.row_ptr[blk.rows.end] as usize - first
+        );
+        Walk {
+            pos: 0,
+            t: 1.0,
+            alpha: blk.alphas[k - first..].as_ptr(),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn get(&self, k: usize, cur: &mut Walk) -> (usize, f32) {
+        // SAFETY: k is an entry (caller), so `gaps` holds it and the prepared block
+        // holds its α (read in order from the row's first); `build` makes every
+        // decoded position (a filler's too: a real entry follows it in the row)
+        // smaller than the block's list.
+        unsafe {
+            let g = *self.gaps.get_unchecked(k);
+            let a = *cur.alpha;
+            cur.alpha = cur.alpha.add(1);
+            let j = cur.pos + g as usize;
+            cur.pos = j + (g != FILLER) as usize;
+            // The walk's update; a filler's α is 0, so it leaves T as it is.
+            let w = a * cur.t;
+            cur.t *= 1.0 - a;
+            (j, w)
+        }
+    }
+}
+
 /// Runs `$body` with `$e` bound to the operator's [`Entries`] (one monomorphised copy
-/// per storage).
+/// per storage). `$table` is evaluated only for a `recompute` operator: it gives the
+/// re-projected splats (anything that derefs to `[RSplat]`).
 macro_rules! with_entries {
-    ($op:expr, $e:ident => $body:expr) => {{
-        use $crate::format::{Gaps, Plain, Positions, Weights};
+    ($op:expr, $table:expr, $e:ident => $body:expr) => {{
+        use $crate::format::{Gaps, Plain, Positions, Recomputed, Weights};
         match ($op.entry_positions(), $op.entry_weights()) {
             (Positions::U16(l), Weights::F32(w)) => {
                 let $e = Plain {
@@ -224,7 +337,16 @@ macro_rules! with_entries {
                 };
                 $body
             }
-            _ => unreachable!("`build` pairs gap-coded positions with W16 weights only"),
+            (Positions::Gaps(l), Weights::Recomputed) => {
+                let table = $table;
+                let $e = Recomputed {
+                    gaps: &l[..],
+                    pixels: &$op.row_pixels()[..],
+                    splats: &table[..],
+                };
+                $body
+            }
+            _ => unreachable!("`build` pairs gap-coded positions with W16 or no weights only"),
         }
     }};
 }

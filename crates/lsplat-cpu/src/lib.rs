@@ -16,6 +16,7 @@ pub mod optim;
 pub mod pool;
 pub mod project;
 pub mod raster;
+mod recompute;
 pub mod sparse_input;
 pub mod store;
 #[cfg(test)]
@@ -314,6 +315,7 @@ impl Backend for CpuBackend {
             pixels(set),
             gaussians,
             precision,
+            projection.source.as_ref(),
         )
         .map_err(|e| DeviceError::shape("build_operator", e))
     }

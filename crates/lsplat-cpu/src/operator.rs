@@ -28,8 +28,9 @@ use std::borrow::Cow;
 use half::{bf16, f16};
 use lsplat_core::config::WeightPrecision;
 
-use crate::format::{Entries, with_entries};
+use crate::format::{BlockBuf, Entries, FILLER, with_entries};
 pub use crate::format::{Positions, W16, Weight, Weights};
+use crate::project::Source;
 use crate::store::{Layout, SpillWriter, Store, mapped};
 use multiversion::multiversion;
 
@@ -104,6 +105,10 @@ pub struct CpuOperator {
     positions: Store<u32>,
     /// The products' work split for the worker count of the build.
     splits: Splits,
+    /// `recompute` only: each row's pixel, `x | y << 16`.
+    pixels: Store<u32>,
+    /// `recompute` only: the geometry and camera the products re-project.
+    source: Option<Source>,
 }
 
 /// How the products split an operator's work for one worker count: made once by
@@ -156,6 +161,21 @@ impl CpuOperator {
         &self.weights
     }
 
+    /// `recompute` only: each row's pixel, `x | y << 16` (empty otherwise).
+    pub(crate) fn row_pixels(&self) -> &Store<u32> {
+        &self.pixels
+    }
+
+    /// `recompute` only: the geometry and camera it was built for.
+    pub(crate) fn source(&self) -> Option<&Source> {
+        self.source.as_ref()
+    }
+
+    /// The Gaussians any block lists, ascending.
+    pub(crate) fn visible_gaussians(&self) -> &[u32] {
+        &self.visible
+    }
+
     /// Whether the operator is read from a file mapped into memory.
     pub fn is_spilled(&self) -> bool {
         matches!(self.gaussians, Store::Mapped { .. })
@@ -202,7 +222,9 @@ impl CpuOperator {
             Weights::F16(v) => lay.add(v),
             Weights::Bf16(v) => lay.add(v),
             Weights::W16(v) => lay.add(v),
+            Weights::Recomputed => 0,
         };
+        let o_px = lay.add(&self.pixels);
         let mut w = SpillWriter::create(dir, stem, lay.len())?;
         w.put(o_row, &self.row_ptr)?;
         w.put(o_g, &self.gaussians)?;
@@ -218,7 +240,9 @@ impl CpuOperator {
             Weights::F16(v) => w.put(o_w, v)?,
             Weights::Bf16(v) => w.put(o_w, v)?,
             Weights::W16(v) => w.put(o_w, v)?,
+            Weights::Recomputed => {}
         }
+        w.put(o_px, &self.pixels)?;
         let (map, bandwidth) = w.finish(probe)?;
         let op = CpuOperator {
             rows: self.rows,
@@ -236,12 +260,15 @@ impl CpuOperator {
                 Weights::F16(v) => Weights::F16(mapped(&map, o_w, v)),
                 Weights::Bf16(v) => Weights::Bf16(mapped(&map, o_w, v)),
                 Weights::W16(v) => Weights::W16(mapped(&map, o_w, v)),
+                Weights::Recomputed => Weights::Recomputed,
             },
             fillers: self.fillers,
             visible: mapped(&map, o_vis, &self.visible),
             visible_ptr: mapped(&map, o_vptr, &self.visible_ptr),
             positions: mapped(&map, o_pos, &self.positions),
             splits: self.splits.clone(),
+            pixels: mapped(&map, o_px, &self.pixels),
+            source: self.source.clone(),
         };
         Ok((op, bandwidth))
     }
@@ -269,7 +296,8 @@ impl CpuOperator {
             + self.gaussians.len()
             + self.visible.len()
             + self.visible_ptr.len()
-            + self.positions.len())
+            + self.positions.len()
+            + self.pixels.len())
             + self.local.byte_len()
             + self.weights.byte_len()
     }
@@ -279,62 +307,58 @@ impl CpuOperator {
         self.local.byte_len() + self.weights.byte_len()
     }
 
-    /// The row `r` as `(gaussian, weight)` pairs in f32, without the compact layout's
-    /// fillers (for tests and tools).
+    /// The row `r` as `(gaussian, weight)` pairs in f32, without the gap-coded
+    /// layouts' fillers (for tests and tools).
     pub fn row(&self, r: usize) -> Vec<(u32, f32)> {
         let b = self.block_rows.partition_point(|&s| s as usize <= r) - 1;
-        let list =
-            &self.gaussians[self.block_gaussians[b] as usize..self.block_gaussians[b + 1] as usize];
-        let mut cur = 0usize;
-        (self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize)
-            .map(|k| {
-                let j = match &self.local {
-                    Positions::U16(v) => v[k] as usize,
-                    Positions::Gaps(v) => {
-                        let j = cur + v[k] as usize;
-                        cur = j + 1;
-                        j
-                    }
-                };
-                (list[j], self.weights.get(k))
-            })
-            .filter(|&(_, w)| w != 0.0)
-            .collect()
+        let (row_ptr, cols, weights) = self.rows_csr(b..b + 1, Some(r));
+        debug_assert_eq!(row_ptr.len(), 2);
+        cols.into_iter().zip(weights).collect()
     }
 
     /// The operator in compressed sparse rows: row offsets (`rows + 1`), each entry's
     /// Gaussian and its weight in f32. Rows are in the pixel set's order and each row's
     /// entries in compositing order (front to back), the order the products sum them.
-    /// The compact layout's filler entries (weight 0) are left out.
+    /// The gap-coded layouts' filler entries are left out.
     pub fn to_csr(&self) -> (Vec<u32>, Vec<u32>, Vec<f32>) {
-        let nnz = self.nnz();
-        let (mut cols, mut weights) = (Vec::with_capacity(nnz), Vec::with_capacity(nnz));
-        let mut row_ptr = Vec::with_capacity(self.rows + 1);
-        row_ptr.push(0u32);
-        for b in 0..self.blocks() {
-            let list = &self.gaussians
-                [self.block_gaussians[b] as usize..self.block_gaussians[b + 1] as usize];
-            for r in self.block_rows[b] as usize..self.block_rows[b + 1] as usize {
-                let mut cur = 0usize;
-                for k in self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize {
-                    let j = match &self.local {
-                        Positions::U16(v) => v[k] as usize,
-                        Positions::Gaps(v) => {
-                            let j = cur + v[k] as usize;
-                            cur = j + 1;
-                            j
-                        }
-                    };
-                    let w = self.weights.get(k);
-                    if matches!(self.local, Positions::Gaps(_)) && w == 0.0 {
+        self.rows_csr(0..self.blocks(), None)
+    }
+
+    /// The rows of `blocks` (only row `only` when set) in CSR, fillers left out.
+    // The cursor is `()` for the layouts that need no decoding state.
+    #[allow(clippy::let_unit_value)]
+    fn rows_csr(
+        &self,
+        blocks: std::ops::Range<usize>,
+        only: Option<usize>,
+    ) -> (Vec<u32>, Vec<u32>, Vec<f32>) {
+        let (mut cols, mut weights) = (Vec::new(), Vec::new());
+        let mut row_ptr = vec![0u32];
+        let gaps = matches!(self.local, Positions::Gaps(_));
+        let mut buf = BlockBuf::default();
+        let listed = &self.gaussians[self.block_gaussians[blocks.start] as usize
+            ..self.block_gaussians[blocks.end] as usize];
+        with_entries!(self, crate::recompute::reproject_alone(self, listed), e => {
+            for b in blocks {
+                let blk = block(self, e, b, &mut buf);
+                for r in blk.rows.clone() {
+                    if only.is_some_and(|o| o != r) {
                         continue;
                     }
-                    cols.push(list[j]);
-                    weights.push(w);
+                    let mut cur = blk.start(r);
+                    for k in self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize {
+                        // SAFETY: k is the next entry of row r, decoded from its start.
+                        let (j, w) = unsafe { e.get(k, &mut cur) };
+                        if gaps && w == 0.0 {
+                            continue;
+                        }
+                        cols.push(blk.list[j]);
+                        weights.push(w);
+                    }
+                    row_ptr.push(cols.len() as u32);
                 }
-                row_ptr.push(cols.len() as u32);
             }
-        }
+        });
         (row_ptr, cols, weights)
     }
 
@@ -390,6 +414,8 @@ impl CpuOperator {
 #[derive(Default)]
 pub struct Part {
     lens: Vec<u32>,
+    /// Per row: its pixel, `x | y << 16`.
+    pixels: Vec<u32>,
     local: Vec<u16>,
     weights: Vec<f32>,
     /// (rows, distinct Gaussians) of each block.
@@ -409,6 +435,7 @@ impl Part {
     /// Empties the part for a build over `gaussians` Gaussians, keeping its buffers.
     fn reset(&mut self, gaussians: usize) {
         self.lens.clear();
+        self.pixels.clear();
         self.local.clear();
         self.weights.clear();
         self.blocks.clear();
@@ -477,7 +504,23 @@ pub fn build(
     px: Pixels<'_>,
     gaussians: usize,
     precision: WeightPrecision,
+    source: Option<&Source>,
 ) -> Result<CpuOperator, String> {
+    if precision == WeightPrecision::Recompute {
+        if source.is_none() {
+            return Err(
+                "a `recompute` operator needs a projection made by `project` \
+                        (it re-projects its geometry and camera)"
+                    .into(),
+            );
+        }
+        if px.grid.width > 1 << 16 || px.grid.height > 1 << 16 {
+            return Err(format!(
+                "a `recompute` operator supports images up to 65536 pixels a side, not {}x{}",
+                px.grid.width, px.grid.height
+            ));
+        }
+    }
     let ranges = group_ranges(tile_ranges(workers, &px, bins), px.tile_offsets.len() - 1);
     let offs = px.tile_offsets;
     let kept = kept.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -494,7 +537,8 @@ pub fn build(
         for t in tiles {
             if offs[t] != offs[t + 1] {
                 let list = bins.tile(t);
-                walker.gather(splats, list, px.tile_origin(t), ts);
+                let (x0, y0) = px.tile_origin(t);
+                walker.gather(splats, list, (x0, y0), ts);
                 for r in px.tile_rows(t) {
                     for l in lanes_of(r.lanes) {
                         lane_rows[l].clear();
@@ -521,6 +565,8 @@ pub fn build(
                             part.weights.push(w);
                         }
                         part.lens.push(row.len() as u32);
+                        part.pixels
+                            .push((x0 + l as u32) | (y0 + r.row as u32) << 16);
                         block_rows += 1;
                     }
                 }
@@ -583,10 +629,20 @@ pub fn build(
             Weights::Bf16(concat(&parts, |q| &q.weights, bf16::from_f32).into()),
         ),
         WeightPrecision::Compact => {
-            let (gaps, w16, f) = gap_code(&parts, &mut row_ptr);
+            let (gaps, w16, f) = gap_code(&parts, &mut row_ptr, true);
             fillers = f;
             (Positions::Gaps(gaps.into()), Weights::W16(w16.into()))
         }
+        WeightPrecision::Recompute => {
+            let (gaps, _, f) = gap_code(&parts, &mut row_ptr, false);
+            fillers = f;
+            (Positions::Gaps(gaps.into()), Weights::Recomputed)
+        }
+    };
+    let (pixels, source) = if precision == WeightPrecision::Recompute {
+        (concat(&parts, |p| &p.pixels, |v| v).into(), source.cloned())
+    } else {
+        (Store::default(), None)
     };
     if row_ptr.last().is_some_and(|&e| e as usize != nnz + fillers)
         || fillers > u32::MAX as usize - nnz
@@ -609,6 +665,8 @@ pub fn build(
         visible_ptr: visible_ptr.into(),
         positions: positions.into(),
         splits: Splits::default(),
+        pixels,
+        source,
     };
     op.splits = Splits {
         threads: workers.threads(),
@@ -618,13 +676,25 @@ pub fn build(
     Ok(op)
 }
 
-/// The compact entries of the parts: per entry the gap to the row's previous position
-/// (fillers of weight 0 bridge gaps above 255) and its [`W16`] weight; `row_ptr` is
+/// The gap-coded entries of the parts: per entry the gap to the row's previous
+/// position and, `with_weights` (`compact`), its [`W16`] weight, fillers of weight 0
+/// bridging gaps above 255 (each advances by 256); without (`recompute`), no weights and
+/// [`FILLER`] bytes bridging gaps above 254 (each advances by 255). `row_ptr` is
 /// rewritten to count the fillers. Returns (gaps, weights, fillers).
-fn gap_code(parts: &[&Part], row_ptr: &mut [u32]) -> (Vec<u8>, Vec<W16>, usize) {
+fn gap_code(
+    parts: &[&Part],
+    row_ptr: &mut [u32],
+    with_weights: bool,
+) -> (Vec<u8>, Vec<W16>, usize) {
     let nnz: usize = parts.iter().map(|p| p.local.len()).sum();
     let mut gaps = Vec::with_capacity(nnz + nnz / 64);
-    let mut weights = Vec::with_capacity(nnz + nnz / 64);
+    let mut weights = Vec::with_capacity(if with_weights { nnz + nnz / 64 } else { 0 });
+    // The largest gap one entry codes.
+    let most = if with_weights {
+        255
+    } else {
+        FILLER as usize - 1
+    };
     let mut r = 0;
     for p in parts {
         let mut k = 0;
@@ -637,13 +707,20 @@ fn gap_code(parts: &[&Part], row_ptr: &mut [u32]) -> (Vec<u8>, Vec<W16>, usize) 
                 let j = j as usize;
                 assert!(j >= cur, "a row's positions must ascend");
                 let mut gap = j - cur;
-                while gap > 255 {
-                    gaps.push(255);
-                    weights.push(W16(0));
-                    gap -= 256;
+                while gap > most {
+                    if with_weights {
+                        gaps.push(255);
+                        weights.push(W16(0));
+                        gap -= 256;
+                    } else {
+                        gaps.push(FILLER);
+                        gap -= FILLER as usize;
+                    }
                 }
                 gaps.push(gap as u8);
-                weights.push(W16::from_f32(w));
+                if with_weights {
+                    weights.push(W16::from_f32(w));
+                }
                 cur = j + 1;
             }
             k += len as usize;
@@ -705,16 +782,35 @@ pub(crate) struct Block<'a, E> {
     /// The operator's entries (index with the block's entries): list positions below
     /// `list.len()` and weights.
     pub(crate) e: E,
+    /// What [`Entries::prepare`] made for the block (`recompute`: each entry's α, from
+    /// the block's first entry; empty for the layouts that store weights).
+    pub(crate) alphas: &'a [f32],
 }
 
-/// Block `b` of `op` with its entries `e`.
-pub(crate) fn block<'a, E>(op: &'a CpuOperator, e: E, b: usize) -> Block<'a, E> {
+impl<E: Entries> Block<'_, E> {
+    /// The decoding state before row `r`'s first entry.
+    #[inline(always)]
+    pub(crate) fn start(&self, r: usize) -> E::Cursor {
+        self.e.start(self, r)
+    }
+}
+
+/// Block `b` of `op` with its entries `e`, prepared in `buf` (a per-task buffer).
+pub(crate) fn block<'a, E: Entries>(
+    op: &'a CpuOperator,
+    e: E,
+    b: usize,
+    buf: &'a mut BlockBuf,
+) -> Block<'a, E> {
     let rows = op.block_rows[b] as usize..op.block_rows[b + 1] as usize;
+    let list = &op.gaussians[op.block_gaussians[b] as usize..op.block_gaussians[b + 1] as usize];
+    e.prepare(list, rows.clone(), &op.row_ptr, buf);
     Block {
         rows,
         row_ptr: &op.row_ptr,
-        list: &op.gaussians[op.block_gaussians[b] as usize..op.block_gaussians[b + 1] as usize],
+        list,
         e,
+        alphas: &buf.alphas[..],
     }
 }
 
@@ -744,7 +840,7 @@ unsafe fn sum_entries<E: Entries, C: Channels>(
     acc: &mut C::Acc,
     blk: &Block<'_, E>,
     ks: std::ops::Range<usize>,
-    cur: &mut usize,
+    cur: &mut E::Cursor,
     lx: &[f32],
 ) {
     let lanes = ch.n();
@@ -767,7 +863,7 @@ fn row_sum<E: Entries, C: Channels>(ch: C, blk: &Block<'_, E>, r: usize, lx: &[f
     let ks = blk.row_ptr[r] as usize..blk.row_ptr[r + 1] as usize;
     // SAFETY: ks are all the entries of row r of the block, decoded from the start;
     // lx checked.
-    unsafe { sum_entries(ch, &mut acc, blk, ks, &mut 0, lx) };
+    unsafe { sum_entries(ch, &mut acc, blk, ks, &mut blk.start(r), lx) };
     acc
 }
 
@@ -798,9 +894,10 @@ fn block_row_sums<E: Entries, C: Channels>(
         let mut k = [0usize; ROW_LANES];
         let mut e = [0usize; ROW_LANES];
         // Each chain's decoding state within its current row.
-        let mut cur = [0usize; ROW_LANES];
+        let mut cur = [blk.start(next); ROW_LANES];
         for q in 0..ROW_LANES {
             (row[q], k[q], e[q]) = (next, ptr[next] as usize, ptr[next + 1] as usize);
+            cur[q] = blk.start(next);
             next += 1;
         }
         let mut acc = [C::zeros(); ROW_LANES];
@@ -832,7 +929,7 @@ fn block_row_sums<E: Entries, C: Channels>(
                         row[q] = usize::MAX;
                     } else {
                         (row[q], k[q], e[q]) = (next, ptr[next] as usize, ptr[next + 1] as usize);
-                        cur[q] = 0;
+                        cur[q] = blk.start(next);
                         next += 1;
                     }
                 }
@@ -870,7 +967,7 @@ fn row_scatter<E: Entries, C: Channels>(
     // Local copies, so the writes through `out` cannot make the compiler reload them.
     let (e, d) = (blk.e, *d);
     let out = ld.as_mut_ptr();
-    let mut cur = 0;
+    let mut cur = blk.start(r);
     for k in blk.row_ptr[r] as usize..blk.row_ptr[r + 1] as usize {
         // SAFETY: k is the next entry of row r of the block, decoded from cur;
         // `build` bounds the positions by the list and ld holds list × lanes floats
@@ -888,8 +985,12 @@ pub struct ProductScratch {
     pub(crate) locals: TaskScratch<Vec<f32>>,
     /// Per-task block-local column indices (sparse-input products).
     pub(crate) indices: TaskScratch<Vec<u32>>,
+    /// Per-task prepared blocks ([`Block::alphas`]).
+    pub(crate) alphas: TaskScratch<BlockBuf>,
     slots: std::sync::Mutex<Vec<f32>>,
     block_sums: std::sync::Mutex<Vec<(f64, f64)>>,
+    /// The re-projected splats of a `recompute` operator (per Gaussian).
+    splats: std::sync::Mutex<Vec<crate::format::RSplat>>,
 }
 
 impl ProductScratch {
@@ -898,9 +999,23 @@ impl ProductScratch {
         ProductScratch {
             locals: TaskScratch::new(tasks),
             indices: TaskScratch::new(tasks),
+            alphas: TaskScratch::new(tasks),
             slots: Default::default(),
             block_sums: Default::default(),
+            splats: Default::default(),
         }
+    }
+
+    /// The splats of `op` (a `recompute` operator) re-projected for its camera, in the
+    /// scratch's table (held until the guard drops).
+    pub(crate) fn reprojected(
+        &self,
+        workers: &Workers,
+        op: &CpuOperator,
+    ) -> std::sync::MutexGuard<'_, Vec<crate::format::RSplat>> {
+        let mut table = self.splats.lock().unwrap_or_else(|e| e.into_inner());
+        crate::recompute::reproject(workers, op, &op.visible_ranges(workers), &mut table);
+        table
     }
 }
 
@@ -913,7 +1028,7 @@ pub fn spmm(
     c: usize,
     out: &mut [f32],
 ) {
-    with_entries!(op, e => spmm_typed(workers, scratch, op, e, x, c, out));
+    with_entries!(op, scratch.reprojected(workers, op), e => spmm_typed(workers, scratch, op, e, x, c, out));
     op.release();
 }
 
@@ -936,8 +1051,9 @@ fn spmm_typed<E: Entries>(
             |blocks, chunk| {
                 let base = op.block_rows[blocks.start] as usize;
                 let mut lx = scratch.locals.slot(&ranges, &blocks);
+                let mut buf = scratch.alphas.slot(&ranges, &blocks);
                 for b in blocks {
-                    let blk = block(op, e, b);
+                    let blk = block(op, e, b, &mut buf);
                     gather_rows(blk.list, x, c, lanes, &mut lx);
                     let first = (blk.rows.start - base) * c;
                     let out = &mut chunk[first..first + blk.rows.len() * c];
@@ -1027,9 +1143,10 @@ fn reduce_slots<C: Channels>(
     }
 }
 
-/// A transposed product in two deterministic passes: `per_block(b, ld, work)` adds
-/// block `b`'s products into its accumulator `ld` (`[list, lanes]`, zeroed: the
-/// block's own slots) and returns the block's loss terms (`work` is scratch); then
+/// A transposed product in two deterministic passes: `per_block(b, ld, work, buf)`
+/// adds block `b`'s products into its accumulator `ld` (`[list, lanes]`, zeroed: the
+/// block's own slots) and returns the block's loss terms (`work` is scratch, `buf`
+/// the task's buffer for [`block`]); then
 /// each visible Gaussian adds its slots to `d_x` in block order. Returns the loss
 /// terms summed in block order.
 fn transposed<C: Channels>(
@@ -1039,7 +1156,7 @@ fn transposed<C: Channels>(
     ch: C,
     c: usize,
     d_x: &mut [f32],
-    per_block: impl Fn(usize, &mut [f32], &mut Vec<f32>) -> (f64, f64) + Sync,
+    per_block: impl Fn(usize, &mut [f32], &mut Vec<f32>, &mut BlockBuf) -> (f64, f64) + Sync,
 ) -> (f64, f64) {
     transposed_with(workers, scratch, &scratch.locals, op, ch, c, d_x, per_block)
 }
@@ -1054,7 +1171,7 @@ pub(crate) fn transposed_with<C: Channels, T: Default + Send>(
     ch: C,
     c: usize,
     d_x: &mut [f32],
-    per_block: impl Fn(usize, &mut [f32], &mut T) -> (f64, f64) + Sync,
+    per_block: impl Fn(usize, &mut [f32], &mut T, &mut BlockBuf) -> (f64, f64) + Sync,
 ) -> (f64, f64) {
     let lanes = ch.n();
     let ranges = op.ranges(workers);
@@ -1073,6 +1190,7 @@ pub(crate) fn transposed_with<C: Channels, T: Default + Send>(
     .collect();
     workers.run_jobs(jobs, |((blocks, out), (_, sums))| {
         let mut work = work.slot(&ranges, &blocks);
+        let mut buf = scratch.alphas.slot(&ranges, &blocks);
         let base = op.block_gaussians[blocks.start] as usize;
         for (b, s) in blocks.zip(sums.iter_mut()) {
             let (g0, g1) = (
@@ -1081,7 +1199,7 @@ pub(crate) fn transposed_with<C: Channels, T: Default + Send>(
             );
             let ld = &mut out[(g0 - base) * lanes..(g1 - base) * lanes];
             ld.fill(0.0);
-            *s = per_block(b, ld, &mut work);
+            *s = per_block(b, ld, &mut work, &mut buf);
         }
     });
     let slots = &slots[..];
@@ -1110,7 +1228,7 @@ pub fn spmm_t(
     c: usize,
     d_x: &mut [f32],
 ) {
-    with_entries!(op, e => spmm_t_typed(workers, scratch, op, e, d_out, c, d_x));
+    with_entries!(op, scratch.reprojected(workers, op), e => spmm_t_typed(workers, scratch, op, e, d_out, c, d_x));
     op.release();
 }
 
@@ -1124,8 +1242,8 @@ fn spmm_t_typed<E: Entries>(
     d_x: &mut [f32],
 ) {
     with_lanes!(c, ch => {
-        transposed(workers, scratch, op, ch, c, d_x, |b, ld, _| {
-            scatter_block(ch, &block(op, e, b), d_out, c, ld);
+        transposed(workers, scratch, op, ch, c, d_x, |b, ld, _, buf| {
+            scatter_block(ch, &block(op, e, b, buf), d_out, c, ld);
             (0.0, 0.0)
         });
     })
@@ -1145,7 +1263,7 @@ pub fn fused_loss_step(
     scales: &LossScales,
     d_x: &mut [f32],
 ) -> (f64, f64) {
-    let sums = with_entries!(op, e => fused_typed(workers, scratch, op, e, x, mask, table, c, scales, d_x));
+    let sums = with_entries!(op, scratch.reprojected(workers, op), e => fused_typed(workers, scratch, op, e, x, mask, table, c, scales, d_x));
     op.release();
     sums
 }
@@ -1163,9 +1281,9 @@ fn fused_typed<E: Entries>(
     d_x: &mut [f32],
 ) -> (f64, f64) {
     with_lanes!(c, ch => {
-        transposed(workers, scratch, op, ch, c, d_x, |b, ld, work| {
+        transposed(workers, scratch, op, ch, c, d_x, |b, ld, work, buf| {
             let rows = Rows { x, mask, table, c, scales };
-            fused_block(ch, &block(op, e, b), &rows, ld, work)
+            fused_block(ch, &block(op, e, b, buf), &rows, ld, work)
         })
     })
 }

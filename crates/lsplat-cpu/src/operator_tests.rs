@@ -1,4 +1,5 @@
-//! The compact layout and spilled operators against the exact in-memory operator.
+//! The compact and recompute layouts and spilled operators against the exact
+//! in-memory operator.
 
 use lsplat_core::Rng;
 use lsplat_core::config::{LossKind, WeightPrecision};
@@ -87,6 +88,124 @@ fn the_compact_layout_keeps_every_entry_within_its_error_bound() {
     }
 }
 
+/// The `recompute` operator stores one byte per entry and no weights, yet its rows and
+/// every product (`W·x`, `Wᵀ·d`, the fused step, the sparse-input products) are bitwise
+/// those of the f32 operator, on any number of workers.
+#[test]
+fn the_recompute_layout_is_bitwise_the_exact_operator() {
+    for (seed, n, size, threads) in [
+        (3, 3000, (150, 100), 1),
+        (4, 20_000, (320, 240), 2),
+        (6, 60_000, (400, 300), 3),
+    ] {
+        let dev = CpuBackend::new(threads);
+        let exact = operator_of(&dev, &mut Rng::new(seed), n, size, WeightPrecision::F32);
+        let op = operator_of(
+            &dev,
+            &mut Rng::new(seed),
+            n,
+            size,
+            WeightPrecision::Recompute,
+        );
+        assert!(exact.nnz() > 10_000);
+        assert_eq!((op.rows(), op.nnz()), (exact.rows(), exact.nnz()));
+        let (pe, ce, we) = exact.to_csr();
+        let (pr, cr, wr) = op.to_csr();
+        assert_eq!((pe, ce), (pr, cr), "same sparsity");
+        assert_eq!(bits(&we), bits(&wr), "same weights");
+        for r in (0..op.rows()).step_by(37) {
+            assert_eq!(exact.row(r), op.row(r), "row {r}");
+        }
+        // One byte per entry (fillers are rare), against f32's six.
+        assert_eq!(op.entry_bytes(), op.entries());
+        assert!(op.entries() as f64 <= 1.02 * op.nnz() as f64);
+        assert!(
+            3 * op.bytes() <= exact.bytes(),
+            "{} vs {} bytes",
+            op.bytes(),
+            exact.bytes()
+        );
+        let c = 3;
+        let mut rng = Rng::new(seed + 10);
+        let x: Vec<f32> = (0..n * c).map(|_| rng.range(-1.0, 1.0)).collect();
+        let (mut fe, mut fr) = (vec![0.0; op.rows() * c], vec![0.0; op.rows() * c]);
+        dev.spmm(&exact, &x, c, &mut fe).unwrap();
+        dev.spmm(&op, &x, c, &mut fr).unwrap();
+        assert_eq!(bits(&fe), bits(&fr), "W·x");
+        let d: Vec<f32> = (0..op.rows() * c).map(|_| rng.range(-1.0, 1.0)).collect();
+        let (mut de, mut dr) = (vec![0.25; n * c], vec![0.25; n * c]);
+        dev.spmm_t(&exact, &d, c, &mut de).unwrap();
+        dev.spmm_t(&op, &d, c, &mut dr).unwrap();
+        assert_eq!(bits(&de), bits(&dr), "Wᵀ·d");
+        let mask: Vec<u32> = (0..op.rows() as u32).map(|r| r % 7).collect();
+        let table: Vec<f32> = (0..7 * c).map(|_| rng.range(-1.0, 1.0)).collect();
+        let scales = LossScales::new(LossKind::L1Cosine, c, op.rows(), 1.0);
+        let (mut ge, mut gr) = (vec![0.0; n * c], vec![0.0; n * c]);
+        let se = fused_loss_step(
+            dev.workers(),
+            &dev.products,
+            &exact,
+            &x,
+            &mask,
+            &table,
+            c,
+            &scales,
+            &mut ge,
+        );
+        let sr = fused_loss_step(
+            dev.workers(),
+            &dev.products,
+            &op,
+            &x,
+            &mask,
+            &table,
+            c,
+            &scales,
+            &mut gr,
+        );
+        assert_eq!(se, sr);
+        assert_eq!(bits(&ge), bits(&gr), "fused step");
+        // k-sparse inputs: k = 4 columns of 16 per Gaussian.
+        let (k, cs) = (4, 16);
+        let idx: Vec<u32> = (0..n * k).map(|i| ((i * 5 + i / k) % cs) as u32).collect();
+        let val: Vec<f32> = (0..n * k).map(|_| rng.range(-1.0, 1.0)).collect();
+        let (mut ye, mut yr) = (vec![0.0; op.rows() * cs], vec![0.0; op.rows() * cs]);
+        dev.spmm_sparse(&exact, &idx, &val, k, cs, &mut ye).unwrap();
+        dev.spmm_sparse(&op, &idx, &val, k, cs, &mut yr).unwrap();
+        assert_eq!(bits(&ye), bits(&yr), "sparse W·x");
+        let (mut ve, mut vr) = (vec![0.0; n * k], vec![0.0; n * k]);
+        dev.spmm_t_sparse(&exact, &idx, &ye, k, cs, &mut ve)
+            .unwrap();
+        dev.spmm_t_sparse(&op, &idx, &ye, k, cs, &mut vr).unwrap();
+        assert_eq!(bits(&ve), bits(&vr), "sparse Wᵀ·d");
+    }
+}
+
+/// A `recompute` operator needs the geometry and camera of its projection: a
+/// projection without them (not made by `project`) is refused with a clear error.
+#[test]
+fn a_recompute_operator_needs_its_projection_source() {
+    use lsplat_core::TileGrid;
+    use lsplat_device::PixelSet;
+    let dev = CpuBackend::new(1);
+    let grid = TileGrid::new(16, 32, 32);
+    let proj = crate::project::CpuProjection::default();
+    let mut bins = Default::default();
+    dev.bin_and_sort(&proj, grid, &mut bins).unwrap();
+    let (px, off) = grid.select_pixels(|_| true);
+    let set = PixelSet::upload(&dev, grid, &px, &off).unwrap();
+    let err = dev
+        .build_operator(&proj, &bins, &set, 0, WeightPrecision::Recompute)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("needs a projection made by `project`"),
+        "{err}"
+    );
+    dev.build_operator(&proj, &bins, &set, 0, WeightPrecision::F32)
+        .unwrap();
+}
+
 /// A spilled operator (written to a file, mapped, the file unlinked) gives bitwise
 /// the products of the operator it was spilled from, in every layout, holds almost
 /// nothing in memory, and leaves no file behind.
@@ -98,6 +217,7 @@ fn a_spilled_operator_gives_the_same_bits() {
         WeightPrecision::F32,
         WeightPrecision::Bf16,
         WeightPrecision::Compact,
+        WeightPrecision::Recompute,
     ] {
         let mut rng = Rng::new(9);
         let n = 4000;

@@ -4,10 +4,22 @@ use lsplat_core::constants::{ALPHA_THRESHOLD, EPS2D, EXTENT_SIGMA, FOV_GUARD};
 use lsplat_core::{Gaussians, TileGrid};
 use lsplat_device::CameraParams;
 
-/// Geometry resident in host memory: positions, and precomputed 3D covariances
-/// (upper triangle `xx, xy, xz, yy, yz, zz`) and opacities.
+/// Geometry resident in host memory, shared (a clone is a reference to the same
+/// arrays: a projection and the operators built from it keep it to re-project).
 #[derive(Clone, Debug, Default)]
-pub struct CpuGeometry {
+pub struct CpuGeometry(std::sync::Arc<GeometryData>);
+
+impl std::ops::Deref for CpuGeometry {
+    type Target = GeometryData;
+    fn deref(&self) -> &GeometryData {
+        &self.0
+    }
+}
+
+/// What [`CpuGeometry`] holds: positions, and precomputed 3D covariances (upper
+/// triangle `xx, xy, xz, yy, yz, zz`) and opacities.
+#[derive(Debug, Default)]
+pub struct GeometryData {
     /// Centres.
     pub means: Vec<[f32; 3]>,
     /// World-space covariances (upper triangle), in f64.
@@ -33,12 +45,12 @@ impl CpuGeometry {
             .iter()
             .map(|&o| (crate::walk::alpha_cut(o), extent(o)))
             .collect();
-        CpuGeometry {
+        CpuGeometry(std::sync::Arc::new(GeometryData {
             means: g.means.clone(),
             cov3d,
             opacity,
             cut_extent,
-        }
+        }))
     }
 
     /// Number of Gaussians.
@@ -82,6 +94,18 @@ pub struct ProjSplat {
 pub struct CpuProjection {
     /// One entry per Gaussian.
     pub splats: Vec<ProjSplat>,
+    /// The geometry and camera they were projected from (set by [`project_all`]):
+    /// what an operator that recomputes its weights re-projects.
+    pub source: Option<Source>,
+}
+
+/// The geometry and camera of a projection.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// The geometry (shared, not copied).
+    pub geometry: CpuGeometry,
+    /// The camera.
+    pub camera: CameraParams,
 }
 
 impl CpuProjection {
@@ -219,6 +243,11 @@ pub fn project_all(
     out: &mut CpuProjection,
 ) {
     let n = geom.len();
+    // A reference to the geometry and a copy of the camera: no allocation.
+    out.source = Some(Source {
+        geometry: geom.clone(),
+        camera: *cam,
+    });
     out.splats.resize(n, ProjSplat::default());
     let parts = if n < 4096 { 1 } else { 4 * workers.threads() };
     let ranges = crate::pool::even_ranges(n, parts);

@@ -90,7 +90,7 @@ pub fn spmm_sparse(
     }
     let out = &mut out[..op.rows() * c];
     let a = Inputs { idx, val, k, c };
-    with_entries!(op, e => forward(workers, scratch, op, e, a, out));
+    with_entries!(op, scratch.reprojected(workers, op), e => forward(workers, scratch, op, e, a, out));
     op.release();
     Ok(())
 }
@@ -122,7 +122,7 @@ pub fn spmm_t_sparse(
         k,
         c,
     };
-    with_entries!(op, e => backward(workers, scratch, op, e, a, d_val));
+    with_entries!(op, scratch.reprojected(workers, op), e => backward(workers, scratch, op, e, a, d_val));
     op.release();
     Ok(())
 }
@@ -172,8 +172,9 @@ fn forward_k<E: Entries, const K: usize>(
             let base = op.block_rows[blocks.start] as usize;
             let mut cols = scratch.indices.slot(&ranges, &blocks);
             let mut vals = scratch.locals.slot(&ranges, &blocks);
+            let mut buf = scratch.alphas.slot(&ranges, &blocks);
             for b in blocks {
-                let blk = block(op, e, b);
+                let blk = block(op, e, b, &mut buf);
                 gather(blk.list, a.idx, k, &mut cols);
                 gather(blk.list, a.val, k, &mut vals);
                 for r in blk.rows.clone() {
@@ -205,7 +206,7 @@ unsafe fn add_row<E: Entries, const K: usize>(
 ) {
     let k = if K > 0 { K } else { k };
     let (cp, vp, op) = (cols.as_ptr(), vals.as_ptr(), o.as_mut_ptr());
-    let mut cur = 0;
+    let mut cur = blk.start(r);
     for e in blk.row_ptr[r] as usize..blk.row_ptr[r + 1] as usize {
         // SAFETY: e is the next entry of row r of the block, decoded from cur, so
         // `build` bounds its position by the list; cols and vals hold list × k values
@@ -260,8 +261,8 @@ fn backward_k<E: Entries, const K: usize, C: Channels>(
         ch,
         k,
         d_val,
-        |b, ld, cols| {
-            let blk = block(op, e, b);
+        |b, ld, cols, buf| {
+            let blk = block(op, e, b, buf);
             gather(blk.list, a.idx, k, cols);
             for r in blk.rows.clone() {
                 let d = &d_out[r * c..r * c + c];
@@ -294,7 +295,7 @@ unsafe fn scatter_row<E: Entries, const K: usize>(
 ) {
     let k = if K > 0 { K } else { k };
     let (cp, dp, out) = (cols.as_ptr(), d.as_ptr(), ld.as_mut_ptr());
-    let mut cur = 0;
+    let mut cur = blk.start(r);
     for e in blk.row_ptr[r] as usize..blk.row_ptr[r + 1] as usize {
         // SAFETY: e is the next entry of row r of the block, decoded from cur, so
         // `build` bounds its position j by the list; cols holds list × k columns, each
@@ -335,11 +336,12 @@ mod tests {
 
     use crate::testing::{operator, operator_of};
 
-    const PRECISIONS: [WeightPrecision; 4] = [
+    const PRECISIONS: [WeightPrecision; 5] = [
         WeightPrecision::F32,
         WeightPrecision::F16,
         WeightPrecision::Bf16,
         WeightPrecision::Compact,
+        WeightPrecision::Recompute,
     ];
 
     /// `[N, k]` pairs: distinct random columns per Gaussian (`dup`: every row repeats

@@ -94,6 +94,20 @@ pub fn exp_neg(s: f32) -> f32 {
     e * f32::from_bits(((k + 127) as u32) << 23)
 }
 
+/// σ = ½(a·dx² + c·dy²) + b·dx·dy of conic `(a, b, c)` at offset `(dx, dy)` = splat
+/// centre − pixel centre: the one expression every walk, and every product that
+/// recomputes weights, evaluates (so they agree bitwise).
+#[inline(always)]
+pub fn sigma([a, b, c]: [f64; 3], dx: f64, dy: f64) -> f64 {
+    0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
+}
+
+/// α = min(0.99, o·e^{−σ}) (the caller skips σ < 0 and α < 1/255).
+#[inline(always)]
+pub fn alpha(opacity: f32, sigma: f64) -> f32 {
+    (opacity * exp_neg(sigma as f32)).min(MAX_ALPHA)
+}
+
 /// A gathered splat: what the lanes read, and the chord of its cut ellipse.
 #[derive(Clone, Copy, Debug, Default)]
 struct Local {
@@ -212,13 +226,11 @@ impl TileWalker {
         let mut out = Vec::new();
         let mut t = 1.0f32;
         for (k, s) in self.local.iter().enumerate() {
-            let dx = s.x - px;
-            let dy = s.y - py;
-            let sigma = 0.5 * (s.a * dx * dx + s.c * dy * dy) + s.b * dx * dy;
+            let sigma = sigma([s.a, s.b, s.c], s.x - px, s.y - py);
             if sigma < 0.0 {
                 continue;
             }
-            let alpha = (s.opacity * exp_neg(sigma as f32)).min(MAX_ALPHA);
+            let alpha = alpha(s.opacity, sigma);
             if alpha < ALPHA_THRESHOLD {
                 continue;
             }
@@ -286,20 +298,19 @@ fn walk_row_impl<F: FnMut(usize, &[f32; LANES], u32)>(
         if gap * gap > s.reach - s.narrow * dy * dy {
             continue;
         }
-        let mut alpha = [0f32; LANES];
+        let mut alphas = [0f32; LANES];
         for i in 0..LANES {
-            let dx = s.x - px[i];
-            let sigma = 0.5 * (s.a * dx * dx + s.c * dy * dy) + s.b * dx * dy;
-            let a = (s.opacity * exp_neg(sigma as f32)).min(MAX_ALPHA);
+            let sigma = sigma([s.a, s.b, s.c], s.x - px[i], dy);
+            let a = alpha(s.opacity, sigma);
             // Skipped pairs (σ < 0, α < 1/255, or a lane that has ended) get α = 0.
             let keep = sigma >= 0.0 && a >= ALPHA_THRESHOLD && live[i] != 0.0;
-            alpha[i] = if keep { a } else { 0.0 };
+            alphas[i] = if keep { a } else { 0.0 };
         }
         let mut w = [0f32; LANES];
         let mut used = 0u32;
         let mut ended = 0u32;
         for i in 0..LANES {
-            let a = alpha[i];
+            let a = alphas[i];
             let next = t[i] * (1.0 - a);
             let stop = a > 0.0 && next <= TRANSMITTANCE_STOP;
             let take = a > 0.0 && !stop;

@@ -145,7 +145,7 @@ fn compact_w<R: Runtime>(
     p: WeightPrecision,
 ) -> Result<Wts<R>, DeviceError> {
     Ok(match p {
-        WeightPrecision::F32 => Wts::F32(w),
+        WeightPrecision::F32 | WeightPrecision::Recompute => Wts::F32(w),
         // The GPU has no gap-coded layout: `compact` keeps its 16-bit weights as f16.
         WeightPrecision::F16 | WeightPrecision::Compact => Wts::F16(convert(gpu, "ls_to_f16", &w)?),
         WeightPrecision::Bf16 => Wts::Bf16(convert(gpu, "ls_to_bf16", &w)?),

@@ -273,6 +273,7 @@ fn raster_forward_backward_operator_match<R: Runtime>(gpu: &GpuBackend<R>) {
             WeightPrecision::F16,
             WeightPrecision::Bf16,
             WeightPrecision::Compact,
+            WeightPrecision::Recompute,
         ] {
             let wc = cpu.build_operator(&pc, &bc, &sc, n, prec).unwrap();
             let wg = gpu.build_operator(&pg, &bg, &sg, n, prec).unwrap();
@@ -291,14 +292,15 @@ fn raster_forward_backward_operator_match<R: Runtime>(gpu: &GpuBackend<R>) {
             // the CPU's f64-derived ones in the last bits), so a weight near a
             // half-precision rounding boundary may land one half-ulp apart.
             let (atol, rtol) = match prec {
-                WeightPrecision::F32 => (1e-5, 1e-4),
+                // Exact on both sides (the GPU stores `recompute` as f32).
+                WeightPrecision::F32 | WeightPrecision::Recompute => (1e-5, 1e-4),
                 // The GPU stores `compact` as f16, the CPU as W16 (2⁻¹²).
                 WeightPrecision::F16 | WeightPrecision::Compact => (5e-4, 1e-3),
                 WeightPrecision::Bf16 => (4e-3, 8e-3),
             };
             let yg = excuse(&gpu.download(&yg).unwrap(), &yc, &excused);
             compare("spmm", &yg, &yc, atol, rtol, tol);
-            if prec == WeightPrecision::F32 {
+            if matches!(prec, WeightPrecision::F32 | WeightPrecision::Recompute) {
                 compare("spmm vs rasterize", &yc, &oc, 1e-5, 1e-5, 0);
             }
             let mut tc = start.clone();
@@ -570,11 +572,12 @@ fn sparse_input_products_match<R: Runtime>(gpu: &GpuBackend<R>) {
         WeightPrecision::F16,
         WeightPrecision::Bf16,
         WeightPrecision::Compact,
+        WeightPrecision::Recompute,
     ] {
         let wc = cpu.build_operator(&pc, &bc, &sc, n, prec).unwrap();
         let wg = gpu.build_operator(&pg, &bg, &sg, n, prec).unwrap();
         let (atol, rtol) = match prec {
-            WeightPrecision::F32 => (1e-5, 1e-4),
+            WeightPrecision::F32 | WeightPrecision::Recompute => (1e-5, 1e-4),
             WeightPrecision::F16 | WeightPrecision::Compact => (5e-4, 1e-3),
             WeightPrecision::Bf16 => (4e-3, 8e-3),
         };
