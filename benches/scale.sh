@@ -7,7 +7,7 @@
 #
 # Env: LSPLAT_SCALE_ORBIT (299), LSPLAT_SCALE_KEEP (1; 16 with a quarter of the
 # width/height is the 1/16-scale scene), LSPLAT_SCALE_SIZE (1264x832), LSPLAT_SCALE_ROUTES
-# ("profile average average3 lsq bench"). Each route's wall time, CPU time and peak RSS
+# ("profile average average3 lsq lsq_recompute bench"). Each route's wall time, CPU time and peak RSS
 # come from /usr/bin/time; on a shared machine prefer the CPU seconds.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -18,7 +18,7 @@ read -r -a cams <<<"${cams[*]}"
 orbit="${LSPLAT_SCALE_ORBIT:-299}"
 keep="${LSPLAT_SCALE_KEEP:-1}"
 size="${LSPLAT_SCALE_SIZE:-1264x832}"
-routes="${LSPLAT_SCALE_ROUTES:-profile average average3 lsq bench}"
+routes="${LSPLAT_SCALE_ROUTES:-profile average average3 lsq lsq_recompute bench}"
 data="${LSPLAT_TEST_DATA:-$root/../shared/data}"
 bin="$root/target/release/lsplat-engine"
 subsets="$(IFS=,; echo "${cams[*]}")"
@@ -48,7 +48,9 @@ for k in "${cams[@]}"; do
         average) timed "average_$k" "$bin" solve --scene "$scene" --method average --out "$out/runs/average_$k" --force ;;
         average3) timed "average3_$k" "$bin" solve --scene "$scene" --method average --levels 1,2,3 --out "$out/runs/average3_$k" --force ;;
         lsq) timed "lsq_$k" "$bin" solve --scene "$scene" --method lsq --out "$out/runs/lsq_$k" --force ;;
-        bench) for p in f32 compact; do
+        lsq_recompute) timed "lsq_recompute_$k" "$bin" solve --scene "$scene" --method lsq \
+            --set render.operator_precision=recompute --out "$out/runs/lsq_recompute_$k" --force ;;
+        bench) for p in f32 compact recompute; do
             timed "bench_${p}_$k" "$bin" bench --scene "$scene" --iters 20 --warmup 0 --json \
                 --set render.cache=operator --set "render.operator_precision=$p"
         done ;;
