@@ -355,6 +355,32 @@ fn assert_modes_agree(name: &str, scene: &SceneData, extra: &[&str], steps: u64)
     for (m, r) in MODES.iter().zip(&runs).skip(1) {
         assert_close(&format!("{name}: operator vs {m}"), &runs[0], r);
     }
+    // Operators that store no weights train bitwise as the f32 ones, in less memory
+    // (here little less: these tiny cameras' rows are short, so the block lists and
+    // row offsets weigh more than the entries).
+    let mut sets = vec![
+        "render.cache=operator",
+        "render.operator_precision=recompute",
+    ];
+    sets.extend_from_slice(extra);
+    let re = train(scene, &sets, steps, 2);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(&re.losses),
+        bits(&runs[0].losses),
+        "{name}: recompute losses"
+    );
+    assert_eq!(
+        bits(&re.features),
+        bits(&runs[0].features),
+        "{name}: recompute features"
+    );
+    assert!(
+        re.stats.bytes < runs[0].stats.bytes,
+        "{name}: recompute holds {} bytes against f32's {}",
+        re.stats.bytes,
+        runs[0].stats.bytes
+    );
 }
 
 #[test]
