@@ -228,6 +228,8 @@ pub(crate) struct BlockBuf {
     pub(crate) alphas: Vec<f32>,
     /// The block's listed splats, in list order (`recompute`).
     pub(crate) splats: Vec<RSplat>,
+    /// Per entry of the block: its splat's opacity (`recompute`).
+    pub(crate) opacity: Vec<f32>,
 }
 
 /// What a product needs of a visible Gaussian to recompute its weights: the walk's

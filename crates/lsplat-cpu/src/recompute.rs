@@ -7,7 +7,7 @@ use crate::format::{FILLER, RSplat};
 use crate::operator::CpuOperator;
 use crate::pool::Workers;
 use crate::project::{Source, project_one};
-use crate::walk::{alpha as alpha_of, sigma};
+use crate::walk::{alpha_f32, sigma};
 
 /// Gaussian `g` of `src` projected for its camera, as the walk reads it.
 fn splat(src: &Source, g: usize) -> RSplat {
@@ -68,20 +68,17 @@ pub(crate) fn reproject_alone(op: &CpuOperator, gaussians: &[u32]) -> Vec<RSplat
     table
 }
 
-/// Entries whose α one lane pass computes.
-const CHUNK: usize = 16;
-
 /// How far ahead the gather of a block's splats prefetches.
 const AHEAD: usize = 8;
 
 /// Fills `buf.alphas` with the α of every entry of the block's rows `rows` (from the
 /// block's first entry; 0 for fillers). The block's splats are first gathered in list
 /// order (`buf.splats`: each read once per block, not once per entry, with one
-/// transparent splat after them that fillers point to); then per row each entry's σ
-/// is computed as the walk computes it ([`crate::walk::sigma`], in f64) and its α
-/// ([`crate::walk::alpha`]) 16 entries at a time in SIMD lanes, so each α is bitwise
-/// the walk's. Compiled for the CPU's widest vector unit as well (the same
-/// operations).
+/// transparent splat after them that fillers point to); then every entry's σ is
+/// computed as the walk computes it ([`crate::walk::sigma`], in f64, rounded to f32 as
+/// the walk rounds it), and last every α ([`crate::walk::alpha_f32`]) in one pass over
+/// the block that the compiler vectorises, so each α is bitwise the walk's. Compiled
+/// for the CPU's widest vector unit as well (the same operations).
 #[multiversion::multiversion(targets(
     "x86_64+avx512f+avx512vl+avx512dq+avx2+fma",
     "x86_64+avx2+fma"
@@ -94,6 +91,7 @@ pub(crate) fn block_alphas<'a>(
     buf: &mut crate::format::BlockBuf,
 ) {
     let first = row_ptr[rows.start] as usize;
+    let entries = row_ptr[rows.end] as usize - first;
     buf.splats.clear();
     buf.splats.reserve(list.len() + 1);
     for (i, &g) in list.iter().enumerate() {
@@ -105,40 +103,36 @@ pub(crate) fn block_alphas<'a>(
     // What fillers read: σ = 0 and opacity 0, so α = 0.
     buf.splats.push(RSplat::default());
     let (splats, none) = (&buf.splats[..], list.len());
-    let alphas = &mut buf.alphas;
-    alphas.clear();
-    alphas.resize(row_ptr[rows.end] as usize - first, 0.0);
+    let (sig, opacity) = (&mut buf.alphas, &mut buf.opacity);
+    sig.clear();
+    sig.resize(entries, 0.0);
+    opacity.clear();
+    opacity.resize(entries, 0.0);
     for r in rows {
         let p = e.pixels[r];
         // The pixel centre as the walk makes it: an integer plus 0.5, exact.
         let (px, py) = ((p & 0xffff) as f64 + 0.5, (p >> 16) as f64 + 0.5);
         let ks = row_ptr[r] as usize..row_ptr[r + 1] as usize;
+        let (sig, opacity) = (
+            &mut sig[ks.start - first..],
+            &mut opacity[ks.start - first..],
+        );
         let mut pos = 0usize;
-        let mut k = ks.start;
-        while k < ks.end {
-            let n = CHUNK.min(ks.end - k);
-            // Padding lanes: σ = 0 and opacity 0, so α = 0.
-            let mut sig = [0f64; CHUNK];
-            let mut opacity = [0f32; CHUNK];
-            for (i, &g) in e.gaps[k..k + n].iter().enumerate() {
-                let j = pos + g as usize;
-                let real = g != FILLER;
-                pos = j + real as usize;
-                let s = &splats[if real { j } else { none }];
-                let (dx, dy) = if real {
-                    (s.x - px, s.y - py)
-                } else {
-                    (0.0, 0.0)
-                };
-                sig[i] = sigma(s.conic, dx, dy);
-                opacity[i] = s.opacity;
-            }
-            let mut alpha = [0f32; CHUNK];
-            for i in 0..CHUNK {
-                alpha[i] = alpha_of(opacity[i], sig[i]);
-            }
-            alphas[k - first..k - first + n].copy_from_slice(&alpha[..n]);
-            k += n;
+        for (i, &g) in e.gaps[ks].iter().enumerate() {
+            let j = pos + g as usize;
+            let real = g != FILLER;
+            pos = j + real as usize;
+            let s = &splats[if real { j } else { none }];
+            let (dx, dy) = if real {
+                (s.x - px, s.y - py)
+            } else {
+                (0.0, 0.0)
+            };
+            sig[i] = sigma(s.conic, dx, dy) as f32;
+            opacity[i] = s.opacity;
         }
+    }
+    for (a, &o) in sig.iter_mut().zip(opacity.iter()) {
+        *a = alpha_f32(o, *a);
     }
 }

@@ -105,7 +105,13 @@ pub fn sigma([a, b, c]: [f64; 3], dx: f64, dy: f64) -> f64 {
 /// α = min(0.99, o·e^{−σ}) (the caller skips σ < 0 and α < 1/255).
 #[inline(always)]
 pub fn alpha(opacity: f32, sigma: f64) -> f32 {
-    (opacity * exp_neg(sigma as f32)).min(MAX_ALPHA)
+    alpha_f32(opacity, sigma as f32)
+}
+
+/// [`alpha`] of σ already rounded to f32 (the same bits).
+#[inline(always)]
+pub fn alpha_f32(opacity: f32, sigma: f32) -> f32 {
+    (opacity * exp_neg(sigma)).min(MAX_ALPHA)
 }
 
 /// A gathered splat: what the lanes read, and the chord of its cut ellipse.
