@@ -6,12 +6,40 @@ use lsplat_core::config::{LossKind, WeightPrecision};
 use lsplat_device::Backend;
 
 use crate::CpuBackend;
+use crate::operator::CpuOperator;
 use crate::operator::fused_loss_step;
 use crate::optim::LossScales;
 use crate::testing::operator_of;
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The fused step over `a` and over `b` (the same shape) gives the same sums and bits,
+/// with `groups` random mask features.
+#[allow(clippy::too_many_arguments)]
+fn assert_same_fused_step(
+    dev: &CpuBackend,
+    a: &CpuOperator,
+    b: &CpuOperator,
+    x: &[f32],
+    c: usize,
+    groups: u32,
+    rng: &mut Rng,
+    what: &str,
+) {
+    let n = a.cols();
+    let mask: Vec<u32> = (0..a.rows() as u32).map(|r| r % groups).collect();
+    let table: Vec<f32> = (0..groups as usize * c)
+        .map(|_| rng.range(-1.0, 1.0))
+        .collect();
+    let scales = LossScales::new(LossKind::L1Cosine, c, a.rows(), 1.0);
+    let (mut ga, mut gb) = (vec![0.0; n * c], vec![0.0; n * c]);
+    let (w, p) = (dev.workers(), &dev.products);
+    let sa = fused_loss_step(w, p, a, x, &mask, &table, c, &scales, &mut ga);
+    let sb = fused_loss_step(w, p, b, x, &mask, &table, c, &scales, &mut gb);
+    assert_eq!(sa, sb, "{what}: the fused step's sums");
+    assert_eq!(bits(&ga), bits(&gb), "{what}: the fused step");
 }
 
 /// `|got − want| ≤ rel·scale` element by element.
@@ -50,8 +78,7 @@ fn the_compact_layout_keeps_every_entry_within_its_error_bound() {
                 );
             }
         }
-        let entry_bytes =
-            |op: &crate::operator::CpuOperator| op.entry_bytes() as f64 / op.nnz() as f64;
+        let entry_bytes = |op: &CpuOperator| op.entry_bytes() as f64 / op.nnz() as f64;
         assert_eq!(entry_bytes(&exact), 6.0, "{}", entry_bytes(&exact));
         assert!(entry_bytes(&compact) <= 3.05, "{}", entry_bytes(&compact));
         let c = 3;
@@ -137,34 +164,7 @@ fn the_recompute_layout_is_bitwise_the_exact_operator() {
         dev.spmm_t(&exact, &d, c, &mut de).unwrap();
         dev.spmm_t(&op, &d, c, &mut dr).unwrap();
         assert_eq!(bits(&de), bits(&dr), "Wᵀ·d");
-        let mask: Vec<u32> = (0..op.rows() as u32).map(|r| r % 7).collect();
-        let table: Vec<f32> = (0..7 * c).map(|_| rng.range(-1.0, 1.0)).collect();
-        let scales = LossScales::new(LossKind::L1Cosine, c, op.rows(), 1.0);
-        let (mut ge, mut gr) = (vec![0.0; n * c], vec![0.0; n * c]);
-        let se = fused_loss_step(
-            dev.workers(),
-            &dev.products,
-            &exact,
-            &x,
-            &mask,
-            &table,
-            c,
-            &scales,
-            &mut ge,
-        );
-        let sr = fused_loss_step(
-            dev.workers(),
-            &dev.products,
-            &op,
-            &x,
-            &mask,
-            &table,
-            c,
-            &scales,
-            &mut gr,
-        );
-        assert_eq!(se, sr);
-        assert_eq!(bits(&ge), bits(&gr), "fused step");
+        assert_same_fused_step(&dev, &exact, &op, &x, c, 7, &mut rng, "recompute");
         // k-sparse inputs: k = 4 columns of 16 per Gaussian.
         let (k, cs) = (4, 16);
         let idx: Vec<u32> = (0..n * k).map(|i| ((i * 5 + i / k) % cs) as u32).collect();
@@ -248,35 +248,7 @@ fn a_spilled_operator_gives_the_same_bits() {
         for r in (0..op.rows()).step_by(97) {
             assert_eq!(op.row(r), spilled.row(r));
         }
-        // The fused step.
-        let mask: Vec<u32> = (0..op.rows() as u32).map(|r| r % 5).collect();
-        let table: Vec<f32> = (0..5 * c).map(|_| rng.range(-1.0, 1.0)).collect();
-        let scales = LossScales::new(LossKind::L1Cosine, c, op.rows(), 1.0);
-        let (mut ga, mut gb) = (vec![0.0; n * c], vec![0.0; n * c]);
-        let sa = fused_loss_step(
-            dev.workers(),
-            &dev.products,
-            &op,
-            &x,
-            &mask,
-            &table,
-            c,
-            &scales,
-            &mut ga,
-        );
-        let sb = fused_loss_step(
-            dev.workers(),
-            &dev.products,
-            &spilled,
-            &x,
-            &mask,
-            &table,
-            c,
-            &scales,
-            &mut gb,
-        );
-        assert_eq!(sa, sb);
-        assert_eq!(bits(&ga), bits(&gb), "{p:?}: fused step");
+        assert_same_fused_step(&dev, &op, &spilled, &x, c, 5, &mut rng, &format!("{p:?}"));
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
