@@ -15,7 +15,7 @@
 
 use lsplat_device::Backend;
 use lsplat_render::Scratch;
-use lsplat_render::placement::{Placement, Placer, SpillTarget};
+use lsplat_render::placement::{Placement, Placer, SpillTarget, recompute_hint};
 
 use crate::average::{Average, columns, set_columns};
 use crate::{Problem, Result, Visits};
@@ -245,6 +245,9 @@ pub fn lsq<B: Backend>(
                     pl.plan(),
                     opts.budget as f64 / 1e9
                 );
+                if let Some(hint) = recompute_hint(pl.plan(), p.render.precision) {
+                    tracing::info!("{hint}");
+                }
                 placer.insert(pl)
             }
         };

@@ -2,9 +2,8 @@
 //! byte budget, least-recently-used eviction.
 
 use bevy_ecs::prelude::*;
-use lsplat_core::config::WeightPrecision;
 use lsplat_device::Backend;
-use lsplat_render::placement::Placer;
+use lsplat_render::placement::{Placer, recompute_hint};
 use lsplat_render::{CacheLevel, RasterCache, cache};
 
 use crate::components::{Cache, Geometry, GroundTruth, HeldOut, InBatch};
@@ -133,15 +132,8 @@ pub fn admit_caches<B: Backend>(
                     placer.plan(),
                     budget.limit as f64 / 1e9
                 );
-                if placer.plan().rebuilt > 0
-                    && render.0.operator_precision != WeightPrecision::Recompute
-                {
-                    tracing::info!(
-                        "on the CPU, `render.operator_precision = \"recompute\"` holds an \
-                         operator in about a fifth of f32's bytes (two fifths of compact's), \
-                         its weights recomputed exactly in each product, so fewer cameras \
-                         would be rebuilt"
-                    );
+                if let Some(hint) = recompute_hint(placer.plan(), render.0.operator_precision) {
+                    tracing::info!("{hint}");
                 }
                 spill.placer = Some(placer);
             }
