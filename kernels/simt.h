@@ -678,6 +678,9 @@ inline T atomicAdd(T* p, T v) {
   return std::atomic_ref<T>(*p).fetch_add(v, std::memory_order_relaxed);
 }
 inline void unsafeAtomicAdd(float* p, float v) { atomicAdd(p, v); }
+inline unsigned atomicOr(unsigned* p, unsigned v) {
+  return std::atomic_ref<unsigned>(*p).fetch_or(v, std::memory_order_relaxed);
+}
 // A fence between a block's writes and an atomic (and between the atomic and the
 // reads of what other blocks wrote): blocks run on concurrent OS threads.
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }

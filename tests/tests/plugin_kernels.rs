@@ -1,14 +1,19 @@
-//! Every plugin op's kernel compiles with NVRTC (sm_80, sm_90) and hiprtc (gfx90a
+//! Every plugin op's kernel, and the viewer's (`lsplat_view::ops`), compiles with NVRTC (sm_80, sm_90) and hiprtc (gfx90a
 //! wave64, gfx1030 wave32, `-Wall -Wextra -Werror`) exactly as the GPU runtimes
 //! compile it (headers spliced, the engine's defines plus the op's). Skips without
 //! the compilers unless `LSPLAT_REQUIRE_NVRTC=1` / `LSPLAT_REQUIRE_HIPRTC=1` (CI).
 
 use lsplat_device::DeviceOp;
 
-/// Every op of every plugin in `plugins/`.
+/// Every op of every plugin in `plugins/`, and the viewer's.
 fn plugin_ops() -> Vec<Box<dyn DeviceOp>> {
     let mut ops = robust_cosine::ops::all();
     ops.extend(langsplat_v2::ops::all());
+    ops.extend(
+        lsplat_view::ops::ViewOp::all()
+            .into_iter()
+            .map(|op| Box::new(op) as Box<dyn DeviceOp>),
+    );
     ops
 }
 
@@ -35,7 +40,7 @@ fn sources() -> Vec<(String, String, String, Vec<(String, String)>)> {
 #[test]
 fn every_plugin_op_names_its_plugin_and_kernel() {
     let ops = plugin_ops();
-    assert_eq!(ops.len(), 14);
+    assert_eq!(ops.len(), 14 + 8);
     for op in &ops {
         let k = op.kernel();
         assert!(

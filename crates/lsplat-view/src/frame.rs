@@ -6,6 +6,12 @@
 //! band (bands of whole tile rows bound the memory of wide features). The colours
 //! come from the splats' SH: for SH of degree ≥ 1 they are evaluated for the camera
 //! centre every frame; the RGB mode composites `[r, g, b, 1]` alone.
+//!
+//! Two paths make the picture from the composited rows. On a backend whose buffers
+//! are host memory (the CPU) the rows are read in place and shaded on the host's
+//! threads. Elsewhere (simt, CUDA, HIP) [`device`] makes it with the viewer's device
+//! ops, and only the RGB8 picture and the relevancy map are read back. Both give the
+//! same bits.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,14 +24,15 @@ use lsplat_query::picture::{heat_over_into, heat_top, round_u8};
 use lsplat_render::Scratch;
 
 use crate::answers::relevancy;
+use crate::ops::ALPHA_MIN;
 use crate::scene::{Level, Semantic, ViewScene};
 use crate::table::{DecodeStats, Reduce};
 use crate::{Result, ViewError};
 
+mod device;
+
 /// Values a band holds at most (64 MB of f32).
 const BAND_VALUES: usize = 16 << 20;
-/// Opacity below which a pixel is background.
-const ALPHA_MIN: f32 = 1e-6;
 /// Resolutions whose pixel sets are kept.
 const KEPT_SIZES: usize = 4;
 
@@ -117,6 +124,8 @@ struct BandSet<B: Backend> {
     /// Per pixel of the band (row-major from row `y0`), its position in the
     /// rasterizer's tile-ordered output.
     source: Vec<u32>,
+    /// `source` on the device (for the device frame path).
+    source_buf: B::Buf<u32>,
     set: PixelSet<B>,
 }
 
@@ -138,6 +147,13 @@ pub struct Renderer<B: Backend> {
     band: Vec<f32>,
     colours_for: Option<[f32; 3]>,
     threads: usize,
+    /// Make the pictures with the device ops (`crate::ops`) where the rasterizer ran;
+    /// on by default where the backend's buffers are not host memory.
+    device_frames: bool,
+    /// Values a band holds at most ([`BAND_VALUES`]; smaller in tests).
+    band_values: usize,
+    /// The device path's buffers (kept between frames).
+    dbufs: device::Buffers<B>,
 }
 
 /// The padded row width of `4 + k` channels (the CPU rasterizer's fixed counts).
@@ -158,6 +174,7 @@ impl<B: Backend> Renderer<B> {
         let rgb_rows = vec![0f32; n * 4];
         let geometry = dev.upload_geometry(&scene.gaussians)?;
         let rgb_buf = dev.upload(&rgb_rows)?;
+        let device_frames = dev.host_view(&rgb_buf).is_none();
         let mut r = Renderer {
             dev,
             scene,
@@ -172,6 +189,9 @@ impl<B: Backend> Renderer<B> {
             band: Vec::new(),
             colours_for: None,
             threads: threads.max(1),
+            device_frames,
+            band_values: BAND_VALUES,
+            dbufs: device::Buffers::default(),
         };
         r.update_colours([0.0; 3])?;
         Ok(r)
@@ -180,6 +200,14 @@ impl<B: Backend> Renderer<B> {
     /// The backend.
     pub fn device(&self) -> &B {
         &self.dev
+    }
+
+    /// Makes frames' pictures on the device (`true`, the default on backends whose
+    /// buffers are not host memory) or on the host's threads after reading the
+    /// rendered rows back (`false`, the default on the CPU). The pictures are the same
+    /// bits either way, up to the device's `expf` on a real GPU.
+    pub fn set_device_frames(&mut self, on: bool) {
+        self.device_frames = on;
     }
 
     /// The scene.
@@ -247,7 +275,7 @@ impl<B: Backend> Renderer<B> {
         }
         let tile = grid.tile_size;
         let tile_rows =
-            (BAND_VALUES / (grid.width as usize * tile as usize * stride)).max(1) as u32;
+            (self.band_values / (grid.width as usize * tile as usize * stride)).max(1) as u32;
         let band_h = tile_rows * tile;
         let mut sets = Vec::new();
         for y0 in (0..grid.height).step_by(band_h as usize) {
@@ -260,7 +288,13 @@ impl<B: Backend> Renderer<B> {
             for (i, &p) in order.iter().enumerate() {
                 source[p as usize - base] = i as u32;
             }
-            sets.push(BandSet { y0, source, set });
+            let source_buf = self.dev.upload(&source)?;
+            sets.push(BandSet {
+                y0,
+                source,
+                source_buf,
+                set,
+            });
         }
         if self.bands.len() >= KEPT_SIZES {
             self.bands.remove(0);
@@ -338,6 +372,12 @@ impl<B: Backend> Renderer<B> {
             self.level_buf(level)?
         };
         let bi = self.bands_for(grid, stride)?;
+        if self.device_frames && device::handles(level, req) {
+            let targets = self.targets(level, req.mode, query.as_deref());
+            let mut frame = self.render_on_device(req, level, bi, stride, targets, tm)?;
+            frame.timings.total = ms(t0);
+            return Ok(frame);
+        }
         let (w, h) = (cam.width as usize, cam.height as usize);
         let mut rgb = vec![0u8; w * h * 3];
         let mut map = query.as_ref().map(|_| vec![0f32; w * h]);

@@ -10,12 +10,14 @@
 //! - [`answers`], [`table`]: per-pixel dot products with text-space targets, without
 //!   forming the 512-D features.
 //! - [`frame`]: one frame of one mode on a backend, with its timings.
+//! - [`ops`]: the device ops that make a frame's pictures where the rasterizer ran.
 
 pub mod answers;
 pub mod bench;
 pub mod encode;
 pub mod error;
 pub mod frame;
+pub mod ops;
 pub mod protocol;
 pub mod scene;
 pub mod server;

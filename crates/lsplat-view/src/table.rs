@@ -65,6 +65,10 @@ impl Reduce {
 }
 
 struct Table {
+    /// Unique among the decoder's tables (with `filled`, names the values' state).
+    id: u64,
+    /// Vertices decoded so far.
+    filled: usize,
     targets: Vec<f32>,
     reduce: Reduce,
     /// Values per vertex.
@@ -82,7 +86,12 @@ pub struct Decoded {
     step: [f32; 3],
     cells: usize,
     tables: Mutex<Vec<Table>>,
+    next_id: std::sync::atomic::AtomicU64,
 }
+
+/// The state of a table's values: its identity and how many vertices it holds (equal
+/// states, equal values).
+pub type TableState = (u64, usize);
 
 impl Decoded {
     /// The decoder of `[N, 3]` per-Gaussian codes, with a grid of `cells` cells per
@@ -106,6 +115,7 @@ impl Decoded {
             step,
             cells,
             tables: Mutex::new(Vec::new()),
+            next_id: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -179,29 +189,7 @@ impl Decoded {
             ));
         }
         let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
-        let at = match tables
-            .iter()
-            .position(|tb| tb.targets == targets && tb.reduce == reduce)
-        {
-            Some(i) => i,
-            None => {
-                if tables.len() >= TABLES {
-                    tables.remove(0);
-                }
-                let v = (self.cells + 1).pow(3);
-                let t = reduce.width(t);
-                tables.push(Table {
-                    targets: targets.to_vec(),
-                    reduce,
-                    t,
-                    values: vec![0.0; v * t],
-                    done: vec![0; v],
-                    cell_done: vec![false; self.cells.pow(3)],
-                });
-                tables.len() - 1
-            }
-        };
-        let mut table = tables.remove(at);
+        let mut table = self.take_table(&mut tables, targets, reduce, t);
         let p = rendered.len() / stride;
         let mut out = vec![0f32; p * table.t];
         // One pass answers the pixels whose cells are decoded; the others' cells are
@@ -226,6 +214,73 @@ impl Decoded {
                 pixels: 0,
             },
         ))
+    }
+
+    /// The table of `targets` and `reduce` (`t` targets), taken out of `tables`
+    /// (made empty when new; the oldest table dropped past [`TABLES`]).
+    fn take_table(
+        &self,
+        tables: &mut Vec<Table>,
+        targets: &[f32],
+        reduce: Reduce,
+        t: usize,
+    ) -> Table {
+        if let Some(i) = tables
+            .iter()
+            .position(|tb| tb.targets == targets && tb.reduce == reduce)
+        {
+            return tables.remove(i);
+        }
+        if tables.len() >= TABLES {
+            tables.remove(0);
+        }
+        let v = (self.cells + 1).pow(3);
+        let t = reduce.width(t);
+        Table {
+            id: self
+                .next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            filled: 0,
+            targets: targets.to_vec(),
+            reduce,
+            t,
+            values: vec![0.0; v * t],
+            done: vec![0; v],
+            cell_done: vec![false; self.cells.pow(3)],
+        }
+    }
+
+    /// The grid as the device ops take it, `[lo 3, step 3]`, and its cells per axis.
+    pub fn grid(&self) -> ([f32; 6], usize) {
+        let (l, s) = (self.lo, self.step);
+        ([l[0], l[1], l[2], s[0], s[1], s[2]], self.cells)
+    }
+
+    /// Makes the table of `targets` (unit, `[T, D]`) and `reduce` hold every vertex
+    /// of `cells` (indices `(i·n + j)·n + k`), then hands `f` its values
+    /// (`[(n + 1)³, width]`) and their state. Returns `f`'s result and the vertices
+    /// decoded.
+    pub fn tabulate<R>(
+        &self,
+        targets: &[f32],
+        reduce: Reduce,
+        cells: impl Iterator<Item = usize>,
+        threads: usize,
+        f: impl FnOnce(&[f32], TableState) -> R,
+    ) -> Result<(R, usize)> {
+        let t = targets.len() / self.dim().max(1);
+        if reduce == Reduce::Relevancy && t != 5 {
+            return Err(crate::ViewError::Request(format!(
+                "relevancy needs 5 targets (4 canonical phrases and the query), got {t}"
+            )));
+        }
+        let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        let mut table = self.take_table(&mut tables, targets, reduce, t);
+        let n3 = self.cells.pow(3);
+        let filled = self.fill(&mut table, cells.filter(|&c| c < n3), threads);
+        let out = filled.map(|v| (f(&table.values, (table.id, table.filled)), v));
+        tables.push(table);
+        out
     }
 
     /// Cell index and fractions of a code.
@@ -300,22 +355,9 @@ impl Decoded {
                 table.values[v * width..(v + 1) * width].copy_from_slice(row);
                 table.done[v] = 1;
             }
+            table.filled += chunk.len();
         }
         Ok(missing.len())
-    }
-
-    /// Trilinear interpolation of a scalar table in the cell whose first vertex is
-    /// `v`, at fractions `f`.
-    #[inline(always)]
-    fn lookup(&self, values: &[f32], v: usize, f: [f32; 3]) -> f32 {
-        let r = self.cells + 1;
-        let (a, b) = (r * r, r);
-        let lerp = |x: f32, y: f32, w: f32| x + w * (y - x);
-        let c00 = lerp(values[v], values[v + a], f[0]);
-        let c01 = lerp(values[v + 1], values[v + a + 1], f[0]);
-        let c10 = lerp(values[v + b], values[v + a + b], f[0]);
-        let c11 = lerp(values[v + b + 1], values[v + a + b + 1], f[0]);
-        lerp(lerp(c00, c10, f[1]), lerp(c01, c11, f[1]), f[2])
     }
 
     /// Trilinear interpolation of the table into `out` (`[P, T]`) at every pixel
@@ -352,7 +394,7 @@ impl Decoded {
                             let base = self.vertex(i);
                             if t == 1 {
                                 // A scalar table (relevancy): one lookup per pixel.
-                                o[0] = self.lookup(&table.values, base, f);
+                                o[0] = lookup(&table.values, r, base, f);
                                 continue;
                             }
                             if t == 3 {
@@ -381,6 +423,19 @@ impl Decoded {
     }
 }
 
+/// Trilinear interpolation of a scalar table (`r` vertices per axis) in the cell
+/// whose first vertex is `v`, at fractions `f`.
+#[inline(always)]
+pub(crate) fn lookup(values: &[f32], r: usize, v: usize, f: [f32; 3]) -> f32 {
+    let (a, b) = (r * r, r);
+    let lerp = |x: f32, y: f32, w: f32| x + w * (y - x);
+    let c00 = lerp(values[v], values[v + a], f[0]);
+    let c01 = lerp(values[v + 1], values[v + a + 1], f[0]);
+    let c10 = lerp(values[v + b], values[v + a + b], f[0]);
+    let c11 = lerp(values[v + b + 1], values[v + a + b + 1], f[0]);
+    lerp(lerp(c00, c10, f[1]), lerp(c01, c11, f[1]), f[2])
+}
+
 /// Corner `k` (bit 0: +x, bit 1: +y, bit 2: +z) of the cell whose first vertex is
 /// `base` (`r` vertices per axis): its trilinear weight at fractions `f` and its vertex.
 #[inline(always)]
@@ -396,7 +451,12 @@ fn corner(k: usize, base: usize, r: usize, f: [f32; 3]) -> (f32, usize) {
 /// vertex is `base` (`r` vertices per axis), summed corner by corner as the general
 /// loop of [`Decoded::interpolate`] sums them.
 #[inline(always)]
-fn blend<const T: usize>(values: &[f32], base: usize, r: usize, f: [f32; 3]) -> [f32; T] {
+pub(crate) fn blend<const T: usize>(
+    values: &[f32],
+    base: usize,
+    r: usize,
+    f: [f32; 3],
+) -> [f32; T] {
     let mut o = [0f32; T];
     for k in 0..8 {
         let (w, v) = corner(k, base, r, f);

@@ -1,0 +1,552 @@
+//! The frame made where the rasterizer ran: each band's rendered rows stay on the
+//! device, the viewer's ops ([`crate::ops`]) put colours and codes in frame order,
+//! answer every pixel (a V1 level's code table interpolated on the device, its
+//! missing vertices decoded on the host from a bit set of the cells the frame
+//! touches; a linear level's dot products) and shade the picture, and only the RGB8
+//! picture (and, for a query, the relevancy map) is read back. The pictures are the
+//! host path's, bit for bit on simt (tested below).
+
+use std::time::Instant;
+
+use lsplat_device::{Backend, Element, OpArg};
+use lsplat_query::picture::heat_top;
+
+use super::{
+    Frame, FrameRequest, Mode, Renderer, Timings, ms, par_pixels, segment_on, segment_pixel,
+};
+use crate::ops::{ViewOp, byte_words, unpack_bytes};
+use crate::scene::{Level, Semantic};
+use crate::table::{DecodeStats, Reduce, TableState};
+use crate::{Result, ViewError};
+
+/// The device path's buffers, kept between frames.
+pub(super) struct Buffers<B: Backend> {
+    /// Colours, one u32 per pixel.
+    px: Option<B::Buf<u32>>,
+    /// The shaded picture, one u32 per pixel.
+    shaded: Option<B::Buf<u32>>,
+    /// Values kept per pixel (opacity, code).
+    vals: Option<B::Buf<f32>>,
+    /// Dot products per pixel.
+    dots: Option<B::Buf<f32>>,
+    /// The relevancy map.
+    map: Option<B::Buf<f32>>,
+    /// The packed RGB8 picture.
+    bytes: Option<B::Buf<u32>>,
+    /// The touched cells' bits.
+    bits: Option<B::Buf<u32>>,
+    /// Small uploads: the grid, the targets, the PCA's parameters.
+    grid: Option<B::Buf<f32>>,
+    targets: Option<B::Buf<f32>>,
+    pca: Option<B::Buf<f32>>,
+    /// The code table on the device and the state of its values.
+    table: Option<(B::Buf<f32>, TableState)>,
+}
+
+impl<B: Backend> Default for Buffers<B> {
+    fn default() -> Self {
+        Buffers {
+            px: None,
+            shaded: None,
+            vals: None,
+            dots: None,
+            map: None,
+            bytes: None,
+            bits: None,
+            grid: None,
+            targets: None,
+            pca: None,
+            table: None,
+        }
+    }
+}
+
+/// True when the device path makes this frame: every RGB frame, and the other modes
+/// of levels with a text space answered without exact decoding.
+pub(super) fn handles(level: &Level, req: &FrameRequest) -> bool {
+    match (&level.semantic, req.mode) {
+        (_, Mode::Rgb) => true,
+        (Semantic::Linear(_), _) => true,
+        (Semantic::Decoded(d), _) => !req.exact && d.code_dim() == 3,
+        (Semantic::Plain(_), _) => false,
+    }
+}
+
+/// `slot`'s buffer of exactly `len` elements (at least one), reallocated when the
+/// length differs.
+fn sized<'a, B: Backend, T: Element>(
+    dev: &B,
+    slot: &'a mut Option<B::Buf<T>>,
+    len: usize,
+) -> Result<&'a mut B::Buf<T>> {
+    let len = len.max(1);
+    if slot.as_ref().is_none_or(|b| B::buf_len(b) != len) {
+        *slot = None;
+        *slot = Some(dev.alloc::<T>(len)?);
+    }
+    slot.as_mut()
+        .ok_or_else(|| ViewError::Request("a device buffer went missing".into()))
+}
+
+/// `slot` holding `data`.
+fn uploaded<'a, B: Backend>(
+    dev: &B,
+    slot: &'a mut Option<B::Buf<f32>>,
+    data: &[f32],
+) -> Result<&'a B::Buf<f32>> {
+    let buf = sized(dev, slot, data.len())?;
+    if !data.is_empty() {
+        dev.upload_into(buf, data)?;
+    }
+    Ok(buf)
+}
+
+/// The cells whose bits are set.
+fn set_bits(words: &[u32]) -> impl Iterator<Item = usize> + '_ {
+    words.iter().enumerate().flat_map(|(i, &w)| {
+        (0..32)
+            .filter(move |b| w >> b & 1 == 1)
+            .map(move |b| i * 32 + b)
+    })
+}
+
+/// The RGB8 bytes of the picture `px` (one u32 per pixel).
+fn read_picture<B: Backend>(
+    dev: &B,
+    px: &B::Buf<u32>,
+    bytes: &mut Option<B::Buf<u32>>,
+    pixels: usize,
+) -> Result<Vec<u8>> {
+    let words = byte_words(pixels);
+    let out = sized(dev, bytes, words)?;
+    ViewOp::Bytes { pixels }.run(dev, words, vec![OpArg::U32(px), OpArg::U32Mut(out)], None)?;
+    Ok(unpack_bytes(&dev.download(out)?, pixels))
+}
+
+/// The relevancy map, read back.
+fn read_map<B: Backend>(dev: &B, map: &B::Buf<f32>, pixels: usize) -> Result<Vec<f32>> {
+    let mut m = dev.download(map)?;
+    m.truncate(pixels);
+    Ok(m)
+}
+
+impl<B: Backend> Renderer<B> {
+    /// The frame of `req` at level `level` on the device (projection and binning
+    /// done, band set `bi` of rows of `stride` values).
+    pub(super) fn render_on_device(
+        &mut self,
+        req: &FrameRequest,
+        level: &Level,
+        bi: usize,
+        stride: usize,
+        targets: Option<(Vec<f32>, usize)>,
+        tm: Timings,
+    ) -> Result<Frame> {
+        let mut b = std::mem::take(&mut self.dbufs);
+        let frame = self.frame_with(&mut b, req, level, bi, stride, targets, tm);
+        self.dbufs = b;
+        frame
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn frame_with(
+        &mut self,
+        b: &mut Buffers<B>,
+        req: &FrameRequest,
+        level: &Level,
+        bi: usize,
+        stride: usize,
+        targets: Option<(Vec<f32>, usize)>,
+        mut tm: Timings,
+    ) -> Result<Frame> {
+        let dev = self.dev.clone();
+        let dev = &*dev;
+        let (w, h) = (req.camera.width as usize, req.camera.height as usize);
+        let pixels = w * h;
+        let nt = targets.as_ref().map_or(0, |t| t.1);
+        let answers = req.mode != Mode::Rgb && nt > 0;
+        let keep = match (&level.semantic, answers, req.mode) {
+            (_, false, _) => 0,
+            (Semantic::Decoded(_), true, _) => 4,
+            (_, true, Mode::Features) => 1,
+            _ => 0,
+        };
+        let linear = matches!(level.semantic, Semantic::Linear(_)) && answers;
+
+        let t = Instant::now();
+        let px = sized(dev, &mut b.px, pixels)?;
+        let vals = sized(dev, &mut b.vals, pixels * keep)?;
+        let dots = sized(dev, &mut b.dots, pixels * nt)?;
+        let tbuf = match (&targets, linear) {
+            (Some((tv, _)), true) => uploaded(dev, &mut b.targets, tv)?,
+            _ => uploaded(dev, &mut b.targets, &[0.0])?,
+        };
+        for bs in &self.bands[bi].1 {
+            if bs.set.len == 0 {
+                continue;
+            }
+            let features = if stride == 4 {
+                &self.rgb_buf
+            } else {
+                &self.level_rows[&level.level].1
+            };
+            let need = bs.set.len * stride;
+            let out = match self.out.take() {
+                Some(o) if B::buf_len(&o) >= need => o,
+                _ => dev.alloc::<f32>(need)?,
+            };
+            let out = self.out.insert(out);
+            dev.rasterize(
+                &self.scratch.projection,
+                &self.scratch.bins,
+                &bs.set,
+                features,
+                stride,
+                out,
+            )?;
+            let (base, items, rows) = (bs.y0 as usize * w, bs.source.len(), bs.set.len);
+            let op = ViewOp::Pixels {
+                stride,
+                base,
+                keep,
+                rows,
+                pixels,
+            };
+            let args = vec![
+                OpArg::F32(&*out),
+                OpArg::U32(&bs.source_buf),
+                OpArg::U32Mut(&mut *px),
+                OpArg::F32Mut(&mut *vals),
+            ];
+            op.run(dev, items, args, None)?;
+            if linear {
+                let op = ViewOp::Dots {
+                    stride,
+                    base,
+                    k: level.channels,
+                    t: nt,
+                    rows,
+                    pixels,
+                };
+                let args = vec![
+                    OpArg::F32(&*out),
+                    OpArg::U32(&bs.source_buf),
+                    OpArg::F32(tbuf),
+                    OpArg::F32Mut(&mut *dots),
+                ];
+                op.run(dev, items, args, None)?;
+            }
+        }
+        tm.rasterize = ms(t);
+
+        let t = Instant::now();
+        let mut decode = DecodeStats::default();
+        let map = sized(dev, &mut b.map, pixels)?;
+        match (&level.semantic, &targets) {
+            (Semantic::Decoded(d), Some((tv, nt))) if answers => {
+                let reduce = if req.mode.needs_query() {
+                    Reduce::Relevancy
+                } else {
+                    Reduce::Dots
+                };
+                let (grid, cells) = d.grid();
+                let gbuf = uploaded(dev, &mut b.grid, &grid)?;
+                let bits = sized(dev, &mut b.bits, cells.pow(3).div_ceil(32))?;
+                dev.fill(bits, 0)?;
+                let args = vec![
+                    OpArg::F32(&*vals),
+                    OpArg::F32(gbuf),
+                    OpArg::U32Mut(&mut *bits),
+                ];
+                ViewOp::Cells { cells }.run(dev, pixels, args, None)?;
+                let words = dev.download(&*bits)?;
+                let slot = &mut b.table;
+                let (kept, vertices) = d.tabulate(
+                    tv,
+                    reduce,
+                    set_bits(&words),
+                    self.threads,
+                    |values, state| match slot {
+                        Some((buf, s)) if *s == state => Ok(()),
+                        Some((buf, s)) if B::buf_len(buf) == values.len() => {
+                            dev.upload_into(buf, values)?;
+                            *s = state;
+                            Ok::<(), ViewError>(())
+                        }
+                        _ => {
+                            *slot = None;
+                            *slot = Some((dev.upload(values)?, state));
+                            Ok(())
+                        }
+                    },
+                )?;
+                kept?;
+                decode.vertices = vertices;
+                let Some((table, _)) = &b.table else {
+                    return Err(ViewError::Request("the code table went missing".into()));
+                };
+                let width = reduce.width(*nt);
+                let out = if width == 1 { &mut *map } else { &mut *dots };
+                let args = vec![
+                    OpArg::F32(&*vals),
+                    OpArg::F32(gbuf),
+                    OpArg::F32(table),
+                    OpArg::F32Mut(out),
+                ];
+                ViewOp::Lookup { cells, t: width }.run(dev, pixels, args, None)?;
+            }
+            (Semantic::Linear(_), Some(_)) if answers && req.mode.needs_query() => {
+                let args = vec![OpArg::F32(&*dots), OpArg::F32Mut(&mut *map)];
+                ViewOp::Relevancy.run(dev, pixels, args, None)?;
+            }
+            _ => {}
+        }
+        let map_host = if req.mode.needs_query() {
+            Some(read_map(dev, map, pixels)?)
+        } else {
+            None
+        };
+        tm.relevancy = if answers { ms(t) } else { 0.0 };
+
+        let t = Instant::now();
+        let shaded = sized(dev, &mut b.shaded, pixels)?;
+        let picture = match (req.mode, &map_host) {
+            (Mode::Relevancy, Some(m)) => {
+                let args = vec![
+                    OpArg::U32(&*px),
+                    OpArg::F32(&*map),
+                    OpArg::U32Mut(&mut *shaded),
+                ];
+                ViewOp::Heat.run(dev, pixels, args, Some(heat_top(m)))?;
+                read_picture(dev, shaded, &mut b.bytes, pixels)?
+            }
+            (Mode::Segmentation, Some(m)) => {
+                let rgb = read_picture(dev, px, &mut b.bytes, pixels)?;
+                let mask = segment_on(m, w, h, req.threshold, self.threads);
+                let mut out = vec![0u8; rgb.len()];
+                par_pixels(self.threads, &mut out, 3, &rgb, 3, |i, o, p| {
+                    segment_pixel(mask[i], p, o);
+                });
+                out
+            }
+            (Mode::Features, _) => match (&level.pca, answers) {
+                (Some(pca), true) => {
+                    let mut params = pca.offset.to_vec();
+                    params.extend_from_slice(&pca.lo);
+                    params.extend_from_slice(&pca.hi);
+                    let pbuf = uploaded(dev, &mut b.pca, &params)?;
+                    let args = vec![
+                        OpArg::F32(&*dots),
+                        OpArg::F32(&*vals),
+                        OpArg::F32(pbuf),
+                        OpArg::U32Mut(&mut *shaded),
+                    ];
+                    ViewOp::Pca { t: nt, keep }.run(dev, pixels, args, None)?;
+                    read_picture(dev, shaded, &mut b.bytes, pixels)?
+                }
+                // A text space too narrow for three axes: black.
+                _ => vec![0u8; pixels * 3],
+            },
+            _ => read_picture(dev, px, &mut b.bytes, pixels)?,
+        };
+        tm.shade = ms(t);
+        Ok(Frame {
+            width: req.camera.width,
+            height: req.camera.height,
+            rgb: picture,
+            relevancy: map_host,
+            timings: tm,
+            decode,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use glam::Vec3;
+    use lsplat_ae::Autoencoder;
+    use lsplat_core::config::{BackendKind, DeviceConfig, SimtConfig};
+    use lsplat_core::{Camera, Config, Gaussians, Rng};
+    use lsplat_render::colour::ShColours;
+    use lsplat_render::{BackendVisitor, Device};
+
+    use super::*;
+    use crate::answers::{Linear, Pca};
+    use crate::frame::Query;
+    use crate::scene::{Colours, ViewScene};
+    use crate::table::Decoded;
+
+    const D: usize = 24;
+
+    fn unit_rows(rng: &mut Rng, n: usize, d: usize) -> Vec<f32> {
+        let mut v: Vec<f32> = (0..n * d).map(|_| rng.normal()).collect();
+        lsplat_query::normalize_rows(&mut v, d);
+        v
+    }
+
+    /// 600 random splats with SH colours; level 1 a V1 level (3-D codes through a
+    /// random autoencoder, a 16-cell table), level 2 a linear one (24-D features).
+    fn scene() -> (ViewScene, Vec<f32>) {
+        let mut rng = Rng::new(11);
+        let n = 600;
+        let mut u = || rng.f32() * 2.0 - 1.0;
+        let means = (0..n).map(|_| [u(), u(), u()]).collect();
+        let log_scales = (0..n)
+            .map(|_| [-2.6 + 0.5 * u(), -2.6 + 0.5 * u(), -2.9])
+            .collect();
+        let rotations = (0..n).map(|_| [1.0 + u(), u(), u(), u()]).collect();
+        let opacity_logits = (0..n).map(|_| 2.0 * u()).collect();
+        let dc = (0..n).map(|_| [1.5 * u(), 1.5 * u(), 1.5 * u()]).collect();
+        let mut gaussians = Gaussians {
+            means,
+            log_scales,
+            rotations,
+            opacity_logits,
+        };
+        gaussians.normalize_rotations();
+        let model = Arc::new(Autoencoder::new(D, &[16, 8, 3], &[16, 32, 64, D], 4).unwrap());
+        let codes = unit_rows(&mut rng, n, 3);
+        let decoded = model.decode(&codes, 1).unwrap();
+        let features = unit_rows(&mut rng, n, D);
+        let linear = Linear::direct(&features, D);
+        let levels = vec![
+            Level {
+                level: 1,
+                dir: PathBuf::new(),
+                rows: codes.clone(),
+                channels: 3,
+                semantic: Semantic::Decoded(Decoded::new(model.clone(), &codes, 16)),
+                pca: Pca::fit(&decoded, D),
+            },
+            Level {
+                level: 2,
+                dir: PathBuf::new(),
+                rows: features.clone(),
+                channels: D,
+                pca: Pca::fit(&linear.sample_unit_features(), D),
+                semantic: Semantic::Linear(linear),
+            },
+        ];
+        let canonical = Some(unit_rows(&mut rng, 4, D));
+        let sh = ShColours {
+            degree: 0,
+            dc,
+            rest: Vec::new(),
+        };
+        // The query: Gaussian 7's feature at level 1 (its pixels are relevant).
+        let query = decoded[7 * D..8 * D].to_vec();
+        let scene = ViewScene {
+            name: "device".into(),
+            dir: PathBuf::new(),
+            config: Config::default(),
+            gaussians,
+            colours: Colours::Sh(sh),
+            cameras: Vec::new(),
+            levels,
+            text: None,
+            canonical,
+        };
+        (scene, query)
+    }
+
+    /// Renders every mode of both levels through the host path and the device path
+    /// on one backend, with bands of a few tile rows; returns how many frames matched
+    /// and how many of their pixels were relevant.
+    struct SamePictures;
+    impl BackendVisitor for SamePictures {
+        type Output = (usize, usize);
+        fn visit<B: Backend>(self, dev: B) -> (usize, usize) {
+            let name = dev.describe();
+            let (scene, query) = scene();
+            let mut r = Renderer::new(Arc::new(dev), Arc::new(scene), 3).unwrap();
+            // 104 × 72 at tile 16: 28-value rows give bands of two tile rows.
+            r.band_values = 104 * 16 * 28 * 2;
+            let camera = Camera::look_at(
+                "c",
+                (104, 72),
+                1.0,
+                Vec3::new(0.3, -0.2, -3.2),
+                Vec3::ZERO,
+                Vec3::Y,
+            );
+            let query = Arc::new(Query {
+                phrase: "gaussian 7".into(),
+                unit: query,
+            });
+            let (mut frames, mut relevant) = (0, 0);
+            for level in [1, 2] {
+                for mode in [
+                    Mode::Rgb,
+                    Mode::Features,
+                    Mode::Relevancy,
+                    Mode::Segmentation,
+                ] {
+                    let req = FrameRequest {
+                        camera: camera.clone(),
+                        mode,
+                        level,
+                        query: Some(query.clone()),
+                        threshold: 0.4,
+                        exact: false,
+                    };
+                    let what = format!("{name}, level {level}, {mode:?}");
+                    r.set_device_frames(false);
+                    let host = r.render(&req).unwrap();
+                    r.set_device_frames(true);
+                    let on = r.render(&req).unwrap();
+                    assert_eq!(on.rgb.len(), 104 * 72 * 3, "{what}");
+                    let differ = on.rgb.iter().zip(&host.rgb).filter(|(a, b)| a != b).count();
+                    assert_eq!(differ, 0, "{what}: {differ} bytes differ");
+                    assert!(on.rgb.iter().any(|&v| v > 0), "{what}: a black picture");
+                    match (&on.relevancy, &host.relevancy) {
+                        (Some(a), Some(b)) => {
+                            let bits =
+                                |m: &[f32]| m.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                            assert_eq!(bits(a), bits(b), "{what}: the relevancy maps");
+                            relevant += a.iter().filter(|&&v| v > 0.5).count();
+                        }
+                        (None, None) => {}
+                        _ => panic!("{what}: one path made a map, the other none"),
+                    }
+                    frames += 1;
+                }
+            }
+            (frames, relevant)
+        }
+    }
+
+    /// The device path's pictures and relevancy maps are the host path's, bit for
+    /// bit: on the CPU (the ops' native implementations) and on simt (the kernels),
+    /// for every mode of a V1 level (the code table on the device) and a linear one.
+    #[test]
+    fn device_frames_are_the_host_frames() {
+        let (frames, relevant) = SamePictures.visit(lsplat_cpu::CpuBackend::new(2));
+        assert_eq!(frames, 8);
+        assert!(
+            relevant > 100,
+            "only {relevant} relevant pixels: a weak test"
+        );
+        let cfg = DeviceConfig {
+            backend: BackendKind::Simt,
+            ..Default::default()
+        };
+        match Device::open(&cfg, &SimtConfig::default()) {
+            Ok(dev) => assert_eq!(dev.visit(SamePictures).0, 8),
+            Err(e) => {
+                let required = std::env::var("LSPLAT_REQUIRE_SIMT").is_ok_and(|v| v == "1");
+                assert!(!required, "LSPLAT_REQUIRE_SIMT=1 but: {e}");
+                eprintln!("SKIPPED (no simt runtime): {e}");
+            }
+        }
+    }
+
+    /// The bit set the cells op fills reads back as the cells' indices.
+    #[test]
+    fn set_bits_lists_the_marked_cells() {
+        let words = [0b1010u32, 0, 1 << 31];
+        assert_eq!(set_bits(&words).collect::<Vec<_>>(), vec![1, 3, 95]);
+    }
+}
