@@ -40,7 +40,7 @@ fn sources() -> Vec<(String, String, String, Vec<(String, String)>)> {
 #[test]
 fn every_plugin_op_names_its_plugin_and_kernel() {
     let ops = plugin_ops();
-    assert_eq!(ops.len(), 14 + 8);
+    assert_eq!(ops.len(), 14 + 9);
     for op in &ops {
         let k = op.kernel();
         assert!(

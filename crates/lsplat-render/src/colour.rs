@@ -28,6 +28,12 @@ const C3: [f32; 7] = [
     -0.590_043_589_926_643_5_f64 as f32,
 ];
 
+/// The basis factors in the order device code takes them: `C0`, `C1`, the five of
+/// degree 2, the seven of degree 3.
+pub const SH_FACTORS: [f32; 14] = [
+    C0, C1, C2[0], C2[1], C2[2], C2[3], C2[4], C3[0], C3[1], C3[2], C3[3], C3[4], C3[5], C3[6],
+];
+
 /// The highest degree evaluated (a degree-4 file's extra coefficients are ignored).
 pub const MAX_DEGREE: u32 = 3;
 

@@ -24,6 +24,60 @@ __device__ inline u32 view_unit_u8(float v) {
 
 __device__ inline u32 view_pack(u32 r, u32 g, u32 b) { return r | (g << 8) | (b << 16); }
 
+// Every Gaussian's colour seen from the eye (ex, ey, ez) into the first four values
+// of its row of `rows` ([items, stride]): max(Σ c_k·Y_k(d) + 0.5, 0) per channel,
+// then 1 (lsplat_render::colour's `eval`, operation for operation). `rest` holds k
+// coefficients per channel, channel-major; `f` the basis factors C0, C1, C2[5],
+// C3[7]; deg ≤ 3.
+extern "C" __global__ void view_sh(u32 items, const float* means, const float* dc,
+                                   const float* rest, const float* f, float* rows, u32 stride,
+                                   u32 k, u32 deg, float ex, float ey, float ez) {
+  for (u64 g = ls_global_id(); g < items; g += ls_global_stride()) {
+    float dx = means[g * 3] - ex, dy = means[g * 3 + 1] - ey, dz = means[g * 3 + 2] - ez;
+    float n = sqrtf(dx * dx + dy * dy + dz * dz);
+    float x = 0.0f, y = 0.0f, z = 0.0f;
+    if (n > 0.0f) {
+      x = dx / n;
+      y = dy / n;
+      z = dz / n;
+    }
+    float b[15];
+    for (int i = 0; i < 15; ++i) b[i] = 0.0f;
+    if (deg >= 1) {
+      b[0] = -f[1] * y;
+      b[1] = f[1] * z;
+      b[2] = -f[1] * x;
+    }
+    if (deg >= 2) {
+      float xx = x * x, yy = y * y, zz = z * z;
+      b[3] = f[2] * x * y;
+      b[4] = f[3] * y * z;
+      b[5] = f[4] * (2.0f * zz - xx - yy);
+      b[6] = f[5] * x * z;
+      b[7] = f[6] * (xx - yy);
+      if (deg >= 3) {
+        b[8] = f[7] * y * (3.0f * xx - yy);
+        b[9] = f[8] * x * y * z;
+        b[10] = f[9] * y * (4.0f * zz - xx - yy);
+        b[11] = f[10] * z * (2.0f * zz - 3.0f * xx - 3.0f * yy);
+        b[12] = f[11] * x * (4.0f * zz - xx - yy);
+        b[13] = f[12] * z * (xx - yy);
+        b[14] = f[13] * x * (xx - 3.0f * yy);
+      }
+    }
+    u32 used = (deg + 1) * (deg + 1) - 1;
+    if (used > k) used = k;
+    float* row = rows + g * stride;
+    for (u32 ch = 0; ch < 3; ++ch) {
+      const float* c = rest + (g * 3 + ch) * k;
+      float v = f[0] * dc[g * 3 + ch];
+      for (u32 i = 0; i < used; ++i) v += b[i] * c[i];
+      row[ch] = fmaxf(v + 0.5f, 0.0f);
+    }
+    row[3] = 1.0f;
+  }
+}
+
 // One band: pixel q of the band (image order from pixel `base` of the frame) is row
 // source[q] of the rasterizer's tile-ordered rows `out` ([rows, stride]). Writes its
 // colour to px[base + q] and, when keep > 0, channels 3 .. 3 + keep (the opacity

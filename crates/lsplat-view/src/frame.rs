@@ -207,6 +207,13 @@ impl<B: Backend> Renderer<B> {
     /// rendered rows back (`false`, the default on the CPU). The pictures are the same
     /// bits either way, up to the device's `expf` on a real GPU.
     pub fn set_device_frames(&mut self, on: bool) {
+        if on != self.device_frames {
+            // The colours are re-made by the chosen path at the next frame.
+            self.colours_for = None;
+            for (rows, _, _) in self.level_rows.values_mut() {
+                rows.clear();
+            }
+        }
         self.device_frames = on;
     }
 
@@ -217,14 +224,19 @@ impl<B: Backend> Renderer<B> {
 
     /// Re-evaluates view-dependent colours for `eye` (once for view-independent ones).
     fn update_colours(&mut self, eye: [f32; 3]) -> Result<()> {
-        let colours = &self.scene.colours;
+        let scene = self.scene.clone();
+        let colours = &scene.colours;
         if self.colours_for.is_some()
             && (colours.view_independent() || self.colours_for == Some(eye))
         {
             return Ok(());
         }
+        if self.sh_on_device(eye, None)? {
+            self.colours_for = Some(eye);
+            return Ok(());
+        }
         colours.rows_into(
-            &self.scene.gaussians.means,
+            &scene.gaussians.means,
             eye,
             self.threads,
             &mut self.rgb_rows,
@@ -251,7 +263,8 @@ impl<B: Backend> Renderer<B> {
                 v.insert((Vec::new(), buf, stride))
             }
         };
-        if rows.is_empty() {
+        let built = rows.is_empty();
+        if built {
             let n = self.scene.gaussians.len();
             rows.resize(n * stride, 0.0);
             for ((dst, rgb), sem) in rows
@@ -263,6 +276,10 @@ impl<B: Backend> Renderer<B> {
                 dst[4..4 + level.channels].copy_from_slice(sem);
             }
             self.dev.upload_into(buf, rows)?;
+        }
+        // Colours evaluated on the device are not in `rgb_rows`: written in place.
+        if let (true, Some(eye)) = (built, self.colours_for) {
+            self.sh_on_device(eye, Some(level.level))?;
         }
         Ok(stride)
     }

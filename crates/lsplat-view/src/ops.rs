@@ -12,6 +12,7 @@
 //!
 //! | op | items | arguments |
 //! |---|---|---|
+//! | `Sh` | Gaussians | means, dc, rest, factors, rows (first 4 of each written), `stride`, `k`, `deg`, eye `x`, `y`, `z` |
 //! | `Pixels` | band pixels | out, source, px (w), vals (w), `stride`, `base`, `keep`, `rows` |
 //! | `Dots` | band pixels | out, source, targets, dots (w), `stride`, `base`, `k`, `t`, `rows` |
 //! | `Cells` | pixels | vals, grid, bits (OR-ed), `cells` |
@@ -25,6 +26,7 @@ use lsplat_device::Scalar;
 use lsplat_device::check::at_least;
 use lsplat_device::{Backend, DeviceError, DeviceOp, HostArgs, HostPool, OpArg, OpKernel, Result};
 use lsplat_query::picture::round_u8;
+use lsplat_render::colour::{MAX_DEGREE, SH_FACTORS, direction, eval};
 
 use crate::answers::relevancy;
 
@@ -36,8 +38,19 @@ const SOURCE: &str = include_str!("../kernels/view.cu");
 const BLOCK: u32 = 256;
 
 /// One of the viewer's ops, with the sizes its call is checked against.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ViewOp {
+    /// The splats' SH colours seen from `eye` into the first four values of rows.
+    Sh {
+        /// Values per row.
+        stride: usize,
+        /// SH coefficients per channel in `rest`.
+        k: usize,
+        /// Degree evaluated (≤ 3).
+        deg: usize,
+        /// The camera centre.
+        eye: [f32; 3],
+    },
     /// A band's colours (and `keep` values from channel 3) into frame order.
     Pixels {
         /// Values per rendered row.
@@ -101,6 +114,12 @@ impl ViewOp {
     pub fn all() -> Vec<ViewOp> {
         let (stride, base, keep, rows, pixels, k, t, cells) = (0, 0, 0, 0, 0, 0, 0, 1);
         vec![
+            ViewOp::Sh {
+                stride: 4,
+                k,
+                deg: 0,
+                eye: [0.0; 3],
+            },
             ViewOp::Pixels {
                 stride,
                 base,
@@ -130,6 +149,16 @@ impl ViewOp {
     fn scalars(&self) -> Vec<Scalar> {
         let u = |v: usize| Scalar::U32(v as u32);
         match *self {
+            ViewOp::Sh {
+                stride,
+                k,
+                deg,
+                eye,
+            } => {
+                let mut v = vec![u(stride), u(k), u(deg)];
+                v.extend(eye.map(Scalar::F32));
+                v
+            }
             ViewOp::Pixels {
                 stride,
                 base,
@@ -216,6 +245,7 @@ impl DeviceOp for ViewOp {
 
     fn name(&self) -> &'static str {
         match self {
+            ViewOp::Sh { .. } => "view_sh",
             ViewOp::Pixels { .. } => "view_pixels",
             ViewOp::Dots { .. } => "view_dots",
             ViewOp::Cells { .. } => "view_cells",
@@ -245,6 +275,7 @@ impl DeviceOp for ViewOp {
     fn check(&self, items: usize, lens: &[usize]) -> Result<()> {
         let n = self.name();
         let buffers = match self {
+            ViewOp::Sh { .. } => 5,
             ViewOp::Pixels { .. } | ViewOp::Dots { .. } | ViewOp::Lookup { .. } => 4,
             ViewOp::Pca { .. } => 4,
             ViewOp::Cells { .. } | ViewOp::Heat => 3,
@@ -255,6 +286,17 @@ impl DeviceOp for ViewOp {
             return Err(wrong_count(n, lens.len(), args));
         }
         match *self {
+            ViewOp::Sh { stride, k, deg, .. } => {
+                at_least(n, "means", lens[0], items * 3)?;
+                at_least(n, "dc", lens[1], items * 3)?;
+                at_least(n, "rest", lens[2], items * 3 * k)?;
+                at_least(n, "factors", lens[3], SH_FACTORS.len())?;
+                at_least(n, "rows", lens[4], items * stride)?;
+                at_least(n, "row width", stride, 4)?;
+                if deg > MAX_DEGREE as usize {
+                    return Err(DeviceError::shape(n, format!("SH degree {deg}")));
+                }
+            }
             ViewOp::Pixels {
                 stride,
                 base,
@@ -333,6 +375,23 @@ impl DeviceOp for ViewOp {
 
     fn run_cpu(&self, items: usize, a: &mut HostArgs<'_>, _pool: &dyn HostPool) -> Result<()> {
         match *self {
+            ViewOp::Sh {
+                stride,
+                k,
+                deg,
+                eye,
+            } => {
+                let (means, dc, rest) = (a.f32(0)?, a.f32(1)?, a.f32(2)?);
+                let rows = a.f32_mut(4)?;
+                for (g, row) in rows.chunks_exact_mut(stride).take(items).enumerate() {
+                    let mean = [means[g * 3], means[g * 3 + 1], means[g * 3 + 2]];
+                    let c = [dc[g * 3], dc[g * 3 + 1], dc[g * 3 + 2]];
+                    let r = &rest[g * 3 * k..(g + 1) * 3 * k];
+                    let rgb = eval(deg as u32, c, r, direction(mean, eye));
+                    row[..3].copy_from_slice(&rgb);
+                    row[3] = 1.0;
+                }
+            }
             ViewOp::Pixels {
                 stride,
                 base,

@@ -15,9 +15,10 @@ use super::{
     Frame, FrameRequest, Mode, Renderer, Timings, ms, par_pixels, segment_on, segment_pixel,
 };
 use crate::ops::{ViewOp, byte_words, unpack_bytes};
-use crate::scene::{Level, Semantic};
+use crate::scene::{Colours, Level, Semantic};
 use crate::table::{DecodeStats, Reduce, TableState};
 use crate::{Result, ViewError};
+use lsplat_render::colour::{MAX_DEGREE, SH_FACTORS};
 
 /// The device path's buffers, kept between frames.
 pub(super) struct Buffers<B: Backend> {
@@ -41,6 +42,8 @@ pub(super) struct Buffers<B: Backend> {
     pca: Option<B::Buf<f32>>,
     /// The code table on the device and the state of its values.
     table: Option<(B::Buf<f32>, TableState)>,
+    /// The splats' means, SH DC, SH rest and the basis factors.
+    sh: Option<[B::Buf<f32>; 4]>,
 }
 
 impl<B: Backend> Default for Buffers<B> {
@@ -57,6 +60,7 @@ impl<B: Backend> Default for Buffers<B> {
             targets: None,
             pca: None,
             table: None,
+            sh: None,
         }
     }
 }
@@ -131,6 +135,60 @@ fn read_map<B: Backend>(dev: &B, map: &B::Buf<f32>, pixels: usize) -> Result<Vec
 }
 
 impl<B: Backend> Renderer<B> {
+    /// With device frames and view-dependent SH colours, evaluates the colours seen
+    /// from `eye` on the device into the first four values of the RGB rows and of
+    /// every level's rows (only `level`'s with `Some`). False (nothing done) when the
+    /// host evaluates them.
+    pub(super) fn sh_on_device(&mut self, eye: [f32; 3], level: Option<u8>) -> Result<bool> {
+        let scene = self.scene.clone();
+        let Colours::Sh(sh) = &scene.colours else {
+            return Ok(false);
+        };
+        if !self.device_frames || sh.view_independent() {
+            return Ok(false);
+        }
+        let dev = &*self.dev;
+        if self.dbufs.sh.is_none() {
+            let means: Vec<f32> = scene.gaussians.means.iter().flatten().copied().collect();
+            let dc: Vec<f32> = sh.dc.iter().flatten().copied().collect();
+            self.dbufs.sh = Some([
+                dev.upload(&means)?,
+                dev.upload(&dc)?,
+                dev.upload(&sh.rest)?,
+                dev.upload(&SH_FACTORS)?,
+            ]);
+        }
+        let Some([means, dc, rest, factors]) = &self.dbufs.sh else {
+            return Ok(false);
+        };
+        let n = sh.len().min(scene.gaussians.len());
+        let op = |stride| ViewOp::Sh {
+            stride,
+            k: sh.rest_per_channel(),
+            deg: sh.degree.min(MAX_DEGREE) as usize,
+            eye,
+        };
+        let run = |buf: &mut B::Buf<f32>, stride: usize| {
+            let args = vec![
+                OpArg::F32(means),
+                OpArg::F32(dc),
+                OpArg::F32(rest),
+                OpArg::F32(factors),
+                OpArg::F32Mut(buf),
+            ];
+            op(stride).run(dev, n, args, None)
+        };
+        if level.is_none() {
+            run(&mut self.rgb_buf, 4)?;
+        }
+        for (l, (_, buf, stride)) in self.level_rows.iter_mut() {
+            if level.is_none_or(|want| want == *l) {
+                run(buf, *stride)?;
+            }
+        }
+        Ok(true)
+    }
+
     /// The frame of `req` at level `level` on the device (projection and binning
     /// done, band set `bi` of rows of `stride` values).
     pub(super) fn render_on_device(
@@ -376,7 +434,7 @@ mod tests {
     use super::*;
     use crate::answers::{Linear, Pca};
     use crate::frame::Query;
-    use crate::scene::{Colours, ViewScene};
+    use crate::scene::ViewScene;
     use crate::table::Decoded;
 
     const D: usize = 24;
@@ -400,6 +458,7 @@ mod tests {
         let rotations = (0..n).map(|_| [1.0 + u(), u(), u(), u()]).collect();
         let opacity_logits = (0..n).map(|_| 2.0 * u()).collect();
         let dc = (0..n).map(|_| [1.5 * u(), 1.5 * u(), 1.5 * u()]).collect();
+        let rest = (0..n * 45).map(|_| 0.4 * u()).collect();
         let mut gaussians = Gaussians {
             means,
             log_scales,
@@ -432,9 +491,9 @@ mod tests {
         ];
         let canonical = Some(unit_rows(&mut rng, 4, D));
         let sh = ShColours {
-            degree: 0,
+            degree: 3,
             dc,
-            rest: Vec::new(),
+            rest,
         };
         // The query: Gaussian 7's feature at level 1 (its pixels are relevant).
         let query = decoded[7 * D..8 * D].to_vec();
@@ -464,55 +523,53 @@ mod tests {
             let mut r = Renderer::new(Arc::new(dev), Arc::new(scene), 3).unwrap();
             // 104 × 72 at tile 16: 28-value rows give bands of two tile rows.
             r.band_values = 104 * 16 * 28 * 2;
-            let camera = Camera::look_at(
-                "c",
-                (104, 72),
-                1.0,
-                Vec3::new(0.3, -0.2, -3.2),
-                Vec3::ZERO,
-                Vec3::Y,
-            );
+            // Two poses: the view-dependent colours change between them.
+            let cameras = [Vec3::new(0.3, -0.2, -3.2), Vec3::new(-1.9, 0.6, -2.4)].map(|eye| {
+                Camera::look_at(format!("{eye}"), (104, 72), 1.0, eye, Vec3::ZERO, Vec3::Y)
+            });
             let query = Arc::new(Query {
                 phrase: "gaussian 7".into(),
                 unit: query,
             });
             let (mut frames, mut relevant) = (0, 0);
-            for level in [1, 2] {
-                for mode in [
-                    Mode::Rgb,
-                    Mode::Features,
-                    Mode::Relevancy,
-                    Mode::Segmentation,
-                ] {
-                    let req = FrameRequest {
-                        camera: camera.clone(),
-                        mode,
-                        level,
-                        query: Some(query.clone()),
-                        threshold: 0.4,
-                        exact: false,
-                    };
-                    let what = format!("{name}, level {level}, {mode:?}");
-                    r.set_device_frames(false);
-                    let host = r.render(&req).unwrap();
-                    r.set_device_frames(true);
-                    let on = r.render(&req).unwrap();
-                    assert_eq!(on.rgb.len(), 104 * 72 * 3, "{what}");
-                    let differ = on.rgb.iter().zip(&host.rgb).filter(|(a, b)| a != b).count();
-                    assert_eq!(differ, 0, "{what}: {differ} bytes differ");
-                    assert!(on.rgb.iter().any(|&v| v > 0), "{what}: a black picture");
-                    match (&on.relevancy, &host.relevancy) {
-                        (Some(a), Some(b)) => {
-                            let bits =
-                                |m: &[f32]| m.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                            assert_eq!(bits(a), bits(b), "{what}: the relevancy maps");
-                            relevant += a.iter().filter(|&&v| v > 0.5).count();
-                        }
-                        (None, None) => {}
-                        _ => panic!("{what}: one path made a map, the other none"),
+            let modes = [
+                Mode::Rgb,
+                Mode::Features,
+                Mode::Relevancy,
+                Mode::Segmentation,
+            ];
+            let frames_to_make = cameras
+                .iter()
+                .flat_map(|c| [1, 2].map(|l| (c, l)))
+                .flat_map(|(c, l)| modes.map(|m| (c, l, m)));
+            for (camera, level, mode) in frames_to_make {
+                let req = FrameRequest {
+                    camera: camera.clone(),
+                    mode,
+                    level,
+                    query: Some(query.clone()),
+                    threshold: 0.4,
+                    exact: false,
+                };
+                let what = format!("{name}, {}, level {level}, {mode:?}", camera.name);
+                r.set_device_frames(false);
+                let host = r.render(&req).unwrap();
+                r.set_device_frames(true);
+                let on = r.render(&req).unwrap();
+                assert_eq!(on.rgb.len(), 104 * 72 * 3, "{what}");
+                let differ = on.rgb.iter().zip(&host.rgb).filter(|(a, b)| a != b).count();
+                assert_eq!(differ, 0, "{what}: {differ} bytes differ");
+                assert!(on.rgb.iter().any(|&v| v > 0), "{what}: a black picture");
+                match (&on.relevancy, &host.relevancy) {
+                    (Some(a), Some(b)) => {
+                        let bits = |m: &[f32]| m.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(a), bits(b), "{what}: the relevancy maps");
+                        relevant += a.iter().filter(|&&v| v > 0.5).count();
                     }
-                    frames += 1;
+                    (None, None) => {}
+                    _ => panic!("{what}: one path made a map, the other none"),
                 }
+                frames += 1;
             }
             (frames, relevant)
         }
@@ -524,7 +581,7 @@ mod tests {
     #[test]
     fn device_frames_are_the_host_frames() {
         let (frames, relevant) = SamePictures.visit(lsplat_cpu::CpuBackend::new(2));
-        assert_eq!(frames, 8);
+        assert_eq!(frames, 16);
         assert!(
             relevant > 100,
             "only {relevant} relevant pixels: a weak test"
@@ -534,7 +591,7 @@ mod tests {
             ..Default::default()
         };
         match Device::open(&cfg, &SimtConfig::default()) {
-            Ok(dev) => assert_eq!(dev.visit(SamePictures).0, 8),
+            Ok(dev) => assert_eq!(dev.visit(SamePictures).0, 16),
             Err(e) => {
                 let required = std::env::var("LSPLAT_REQUIRE_SIMT").is_ok_and(|v| v == "1");
                 assert!(!required, "LSPLAT_REQUIRE_SIMT=1 but: {e}");
