@@ -283,6 +283,22 @@ impl BackendVisitor for Bench {
                     }
                 );
             }
+            if r.device_frames() {
+                let checks = lsplat_view::bench::device_vs_host(
+                    &mut r,
+                    &cam,
+                    level.level,
+                    self.query.clone(),
+                    &modes,
+                    self.repeats,
+                )?;
+                for c in checks {
+                    println!(
+                        "  {:<14} made on the device vs by the host path: {} bytes differ, relevancy max |Δ| {:.2e}; host path frame {:.1} ms",
+                        c.label, c.bytes_differ, c.map_max_abs, c.host_ms
+                    );
+                }
+            }
         }
         println!(
             "(milliseconds; frame = colours + project + raster + relevancy + shade; jpeg at quality 90)"

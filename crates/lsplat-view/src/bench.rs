@@ -151,3 +151,71 @@ pub fn table_vs_exact<B: Backend>(
         exact_ms: exact.timings.total,
     })
 }
+
+/// A frame made on the device against the same frame made by the host path.
+#[derive(Clone, Debug)]
+pub struct PathCheck {
+    /// The mode.
+    pub label: String,
+    /// Bytes of the RGB8 pictures that differ.
+    pub bytes_differ: usize,
+    /// Largest |difference| of the relevancy maps (0 without a query).
+    pub map_max_abs: f32,
+    /// The host path's frame, minimum over the repeats.
+    pub host_ms: f64,
+}
+
+/// With device frames on ([`Renderer::device_frames`]): every mode of `modes` made on
+/// the device and by the host path (timed over `repeats`), compared. Leaves device
+/// frames on.
+pub fn device_vs_host<B: Backend>(
+    r: &mut Renderer<B>,
+    camera: &Camera,
+    level: u8,
+    query: Option<Arc<Query>>,
+    modes: &[(Mode, bool)],
+    repeats: usize,
+) -> Result<Vec<PathCheck>> {
+    let mut out = Vec::new();
+    for &(mode, _) in modes {
+        let req = FrameRequest {
+            camera: camera.clone(),
+            mode,
+            level,
+            query: query.clone(),
+            threshold: 0.4,
+            exact: false,
+        };
+        r.set_device_frames(true);
+        let on = r.render(&req)?;
+        r.set_device_frames(false);
+        let mut host_ms = f64::INFINITY;
+        let mut host = None;
+        for _ in 0..repeats.max(1) {
+            let f = r.render(&req)?;
+            host_ms = host_ms.min(f.timings.total);
+            host = Some(f);
+        }
+        r.set_device_frames(true);
+        let host = host.ok_or_else(|| crate::ViewError::Request("no frame".into()))?;
+        let map_max_abs = match (&on.relevancy, &host.relevancy) {
+            (Some(a), Some(b)) => a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0, f32::max),
+            _ => 0.0,
+        };
+        out.push(PathCheck {
+            label: serde_json::to_value(mode)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            bytes_differ: on.rgb.iter().zip(&host.rgb).filter(|(a, b)| a != b).count()
+                + on.rgb.len().abs_diff(host.rgb.len()),
+            map_max_abs,
+            host_ms,
+        });
+    }
+    Ok(out)
+}

@@ -217,6 +217,11 @@ impl<B: Backend> Renderer<B> {
         self.device_frames = on;
     }
 
+    /// True when frames' pictures are made on the device.
+    pub fn device_frames(&self) -> bool {
+        self.device_frames
+    }
+
     /// The scene.
     pub fn scene(&self) -> &Arc<ViewScene> {
         &self.scene

@@ -426,7 +426,7 @@ mod tests {
 
     use glam::Vec3;
     use lsplat_ae::Autoencoder;
-    use lsplat_core::config::{BackendKind, DeviceConfig, SimtConfig};
+    use lsplat_core::config::{BackendKind, DeviceConfig, SimtConfig, SimtSchedule};
     use lsplat_core::{Camera, Config, Gaussians, Rng};
     use lsplat_render::colour::ShColours;
     use lsplat_render::{BackendVisitor, Device};
@@ -576,8 +576,8 @@ mod tests {
     }
 
     /// The device path's pictures and relevancy maps are the host path's, bit for
-    /// bit: on the CPU (the ops' native implementations) and on simt (the kernels),
-    /// for every mode of a V1 level (the code table on the device) and a linear one.
+    /// bit: on the CPU (the ops' native implementations) and on simt (the kernels, at
+    /// warp 32 in order and warp 64 in a random order), for every mode of a V1 level (the code table on the device) and a linear one.
     #[test]
     fn device_frames_are_the_host_frames() {
         let (frames, relevant) = SamePictures.visit(lsplat_cpu::CpuBackend::new(2));
@@ -590,12 +590,20 @@ mod tests {
             backend: BackendKind::Simt,
             ..Default::default()
         };
-        match Device::open(&cfg, &SimtConfig::default()) {
-            Ok(dev) => assert_eq!(dev.visit(SamePictures).0, 16),
-            Err(e) => {
-                let required = std::env::var("LSPLAT_REQUIRE_SIMT").is_ok_and(|v| v == "1");
-                assert!(!required, "LSPLAT_REQUIRE_SIMT=1 but: {e}");
-                eprintln!("SKIPPED (no simt runtime): {e}");
+        for (warp, schedule) in [(32, SimtSchedule::InOrder), (64, SimtSchedule::Random)] {
+            let simt = SimtConfig {
+                warp,
+                schedule,
+                ..SimtConfig::default()
+            };
+            match Device::open(&cfg, &simt) {
+                Ok(dev) => assert_eq!(dev.visit(SamePictures).0, 16),
+                Err(e) => {
+                    let required = std::env::var("LSPLAT_REQUIRE_SIMT").is_ok_and(|v| v == "1");
+                    assert!(!required, "LSPLAT_REQUIRE_SIMT=1 but: {e}");
+                    eprintln!("SKIPPED (no simt runtime): {e}");
+                    return;
+                }
             }
         }
     }
