@@ -60,6 +60,11 @@ if [ "$ORT" = 1 ]; then
   mkdir -p /tmp/sam/images-4 && cp images/*.jpg /tmp/sam/images-4/
   ( cd "$ROOT" && ORT_LIB=/tmp/ort/libonnxruntime.so.1.31.1 LSPLAT_BIN=$B PYTHON=python3 THREADS=16 SAM_BENCH_DIR=/tmp/sam \
       timeout $(left) bash benches/preprocess_sam.sh vit_h 4 -- $C ) 2>&1 | tail -n 40
+  # Not tried on 2026-11-28: larger decoder and CLIP batches on the GPU (the 4-image
+  # run's folders are reused; one image).
+  mkdir -p /tmp/sam/images-1 && cp "$(ls images/*.jpg | head -1)" /tmp/sam/images-1/
+  ( cd "$ROOT" && ORT_LIB=/tmp/ort/libonnxruntime.so.1.31.1 LSPLAT_BIN=$B PYTHON=python3 THREADS=16 SAM_BENCH_DIR=/tmp/sam \
+      timeout $(left) bash benches/preprocess_sam.sh vit_h 1 -- $C --set preprocess.points_per_batch=1024 --set preprocess.clip_batch=256 ) 2>&1 | tail -n 25
 fi
 
 RESERVE=0
