@@ -77,14 +77,34 @@ pub(super) fn handles(level: &Level, req: &FrameRequest) -> bool {
 }
 
 /// `slot`'s buffer of exactly `len` elements (at least one), reallocated when the
-/// length differs.
+/// length differs (for buffers read back whole).
 fn sized<'a, B: Backend, T: Element>(
     dev: &B,
     slot: &'a mut Option<B::Buf<T>>,
     len: usize,
 ) -> Result<&'a mut B::Buf<T>> {
+    resized(dev, slot, len, |have, want| have != want)
+}
+
+/// `slot`'s buffer of at least `len` elements, reallocated only to grow (for buffers
+/// the device alone reads: a quick low-resolution frame between full ones reuses
+/// them).
+fn at_least<'a, B: Backend, T: Element>(
+    dev: &B,
+    slot: &'a mut Option<B::Buf<T>>,
+    len: usize,
+) -> Result<&'a mut B::Buf<T>> {
+    resized(dev, slot, len, |have, want| have < want)
+}
+
+fn resized<'a, B: Backend, T: Element>(
+    dev: &B,
+    slot: &'a mut Option<B::Buf<T>>,
+    len: usize,
+    realloc: impl Fn(usize, usize) -> bool,
+) -> Result<&'a mut B::Buf<T>> {
     let len = len.max(1);
-    if slot.as_ref().is_none_or(|b| B::buf_len(b) != len) {
+    if slot.as_ref().is_none_or(|b| realloc(B::buf_len(b), len)) {
         *slot = None;
         *slot = Some(dev.alloc::<T>(len)?);
     }
@@ -232,9 +252,9 @@ impl<B: Backend> Renderer<B> {
         let linear = matches!(level.semantic, Semantic::Linear(_)) && answers;
 
         let t = Instant::now();
-        let px = sized(dev, &mut b.px, pixels)?;
-        let vals = sized(dev, &mut b.vals, pixels * keep)?;
-        let dots = sized(dev, &mut b.dots, pixels * nt)?;
+        let px = at_least(dev, &mut b.px, pixels)?;
+        let vals = at_least(dev, &mut b.vals, pixels * keep)?;
+        let dots = at_least(dev, &mut b.dots, pixels * nt)?;
         let tbuf = match (&targets, linear) {
             (Some((tv, _)), true) => uploaded(dev, &mut b.targets, tv)?,
             _ => uploaded(dev, &mut b.targets, &[0.0])?,
@@ -367,7 +387,7 @@ impl<B: Backend> Renderer<B> {
         tm.relevancy = if answers { ms(t) } else { 0.0 };
 
         let t = Instant::now();
-        let shaded = sized(dev, &mut b.shaded, pixels)?;
+        let shaded = at_least(dev, &mut b.shaded, pixels)?;
         let picture = match (req.mode, &map_host) {
             (Mode::Relevancy, Some(m)) => {
                 let args = vec![
@@ -523,9 +543,21 @@ mod tests {
             let mut r = Renderer::new(Arc::new(dev), Arc::new(scene), 3).unwrap();
             // 104 × 72 at tile 16: 28-value rows give bands of two tile rows.
             r.band_values = 104 * 16 * 28 * 2;
-            // Two poses: the view-dependent colours change between them.
-            let cameras = [Vec3::new(0.3, -0.2, -3.2), Vec3::new(-1.9, 0.6, -2.4)].map(|eye| {
-                Camera::look_at(format!("{eye}"), (104, 72), 1.0, eye, Vec3::ZERO, Vec3::Y)
+            // Two poses (the view-dependent colours change between them); the second
+            // smaller, as the quick frame of a moving camera (buffers reused).
+            let cameras = [
+                (Vec3::new(0.3, -0.2, -3.2), (104, 72)),
+                (Vec3::new(-1.9, 0.6, -2.4), (88, 56)),
+            ]
+            .map(|(eye, size)| {
+                Camera::look_at(
+                    format!("{eye} {size:?}"),
+                    size,
+                    1.0,
+                    eye,
+                    Vec3::ZERO,
+                    Vec3::Y,
+                )
             });
             let query = Arc::new(Query {
                 phrase: "gaussian 7".into(),
@@ -556,7 +588,8 @@ mod tests {
                 let host = r.render(&req).unwrap();
                 r.set_device_frames(true);
                 let on = r.render(&req).unwrap();
-                assert_eq!(on.rgb.len(), 104 * 72 * 3, "{what}");
+                let pixels = (camera.width * camera.height) as usize;
+                assert_eq!(on.rgb.len(), pixels * 3, "{what}");
                 let differ = on.rgb.iter().zip(&host.rgb).filter(|(a, b)| a != b).count();
                 assert_eq!(differ, 0, "{what}: {differ} bytes differ");
                 assert!(on.rgb.iter().any(|&v| v > 0), "{what}: a black picture");
