@@ -13,7 +13,7 @@ use crate::amg::Generated;
 use crate::bitmask::BitMask;
 use crate::cleanup::{Cleaned, clean_mask, postprocess_small_regions};
 use crate::crops::clip_crop;
-use crate::mask_nms::{MaskNmsParams, mask_nms};
+use crate::mask_nms::{MaskNmsParams, downsample, mask_nms_at_work_size, work_size};
 use crate::model::ClipEncoder;
 use crate::resize::Image8;
 use crate::{PrepError, Timings, par};
@@ -104,10 +104,26 @@ pub fn nms_lists(
         score_thr: cfg.mask_nms_score,
         inner_thr: cfg.mask_nms_inner,
     };
+    // A mask kept by several lists (the default list and one of s/m/l) is the same
+    // record's mask in each: downsampled once.
+    let mut records: Vec<&LevelMask> = lists.iter().flatten().collect();
+    records.sort_unstable_by_key(|m| m.record);
+    records.dedup_by_key(|m| m.record);
+    let small: Option<HashMap<usize, BitMask>> = records.first().and_then(|m| {
+        let (fw, fh) = (m.mask.width(), m.mask.height());
+        let (w, h) = work_size(fw, fh, cfg.nms_max_dim);
+        ((w, h) != (fw, fh)).then(|| {
+            let done = par::map(&records, threads, || (), |_, m| downsample(&m.mask, w, h));
+            records.iter().map(|m| m.record).zip(done).collect()
+        })
+    });
     let out: Vec<Vec<LevelMask>> = lists
         .into_iter()
         .map(|list| {
-            let masks: Vec<&BitMask> = list.iter().map(|m| &m.mask).collect();
+            let masks: Vec<&BitMask> = list
+                .iter()
+                .map(|m| small.as_ref().map_or(&m.mask, |s| &s[&m.record]))
+                .collect();
             let scores: Vec<f64> = list
                 .iter()
                 .map(|m| {
@@ -115,7 +131,7 @@ pub fn nms_lists(
                     r.stability as f64 * r.iou as f64
                 })
                 .collect();
-            let keep = mask_nms(&masks, &scores, &p, cfg.nms_max_dim, threads);
+            let keep = mask_nms_at_work_size(&masks, &scores, &p, threads);
             let mut list: Vec<Option<LevelMask>> = list.into_iter().map(Some).collect();
             keep.into_iter().filter_map(|k| list[k].take()).collect()
         })

@@ -169,9 +169,16 @@ pub fn downsample(mask: &BitMask, w: u32, h: u32) -> BitMask {
     for oy in oya..oyb {
         let (ra, rb) = win(oy, fh, h as u64);
         col.iter_mut().for_each(|c| *c = 0);
+        // Each window row's set pixels, found a word at a time.
+        let w0 = mask.first_word() as u64 * 64;
         for y in ra.max(y0)..rb.min(y1 + 1) {
-            for x in x0..=x1 {
-                col[(x - x0) as usize] += mask.get(x as u32, y as u32) as u32;
+            for (k, &word) in mask.row_words(y as u32).iter().enumerate() {
+                let mut bits = word;
+                while bits != 0 {
+                    let x = w0 + k as u64 * 64 + bits.trailing_zeros() as u64;
+                    col[(x - x0) as usize] += 1;
+                    bits &= bits - 1;
+                }
             }
         }
         for ox in oxa..oxb {
@@ -198,19 +205,34 @@ pub fn mask_nms(
     threads: usize,
 ) -> Vec<usize> {
     assert_eq!(masks.len(), scores.len());
-    if masks.is_empty() {
+    let Some(first) = masks.first() else {
+        return Vec::new();
+    };
+    let (fw, fh) = (first.width(), first.height());
+    let (w, h) = work_size(fw, fh, max_dim);
+    if (w, h) == (fw, fh) {
+        return mask_nms_at_work_size(masks, scores, p, threads);
+    }
+    let small = par::map(masks, threads, || (), |_, m| downsample(m, w, h));
+    let refs: Vec<&BitMask> = small.iter().collect();
+    mask_nms_at_work_size(&refs, scores, p, threads)
+}
+
+/// [`mask_nms`] of masks already at the size they are measured at
+/// ([`work_size`], [`downsample`]): a caller whose lists share masks downsamples each
+/// once.
+pub fn mask_nms_at_work_size(
+    work: &[&BitMask],
+    scores: &[f64],
+    p: &MaskNmsParams,
+    threads: usize,
+) -> Vec<usize> {
+    assert_eq!(work.len(), scores.len());
+    if work.is_empty() {
         return Vec::new();
     }
     let order = order_desc(scores);
-    let (fw, fh) = (masks[0].width(), masks[0].height());
-    let (w, h) = work_size(fw, fh, max_dim);
-    let small: Vec<BitMask>;
-    let work: Vec<&BitMask> = if (w, h) == (fw, fh) {
-        order.iter().map(|&i| masks[i]).collect()
-    } else {
-        small = par::map(&order, threads, || (), |_, &i| downsample(masks[i], w, h));
-        small.iter().collect()
-    };
+    let work: Vec<&BitMask> = order.iter().map(|&i| work[i]).collect();
     let areas: Vec<u64> = work.iter().map(|m| m.area()).collect();
     let sorted: Vec<f64> = order.iter().map(|&i| scores[i]).collect();
     let rows = pair_rows(work.len(), threads, |i, j| work[i].intersection(work[j]));
@@ -304,25 +326,37 @@ mod tests {
         }
     }
 
+    /// Discs of many sizes and places (edges included), in frames wider and narrower
+    /// than 64-bit words, at several output sizes: every output pixel is the area
+    /// mean of its window > 0.5.
     #[test]
     fn downsampling_matches_area_pooling() {
-        let (w, h) = (37, 23);
-        let m = disc(w, h, 15.0, 11.0, 9.0);
-        let b = BitMask::from_bytes(w, h, &m);
-        let (dw, dh) = work_size(w, h, 16);
-        assert_eq!((dw, dh), (16, 10));
-        let d = downsample(&b, dw, dh);
-        for oy in 0..dh as usize {
-            for ox in 0..dw as usize {
-                let (ya, yb) = (oy * 23 / 10, ((oy + 1) * 23).div_ceil(10));
-                let (xa, xb) = (ox * 37 / 16, ((ox + 1) * 37).div_ceil(16));
-                let n: usize = (ya..yb)
-                    .flat_map(|y| (xa..xb).map(move |x| (x, y)))
-                    .map(|(x, y)| m[y * 37 + x] as usize)
-                    .sum();
-                let want = n as f32 / ((yb - ya) * (xb - xa)) as f32 > 0.5;
-                assert_eq!(d.get(ox as u32, oy as u32), want, "{ox},{oy}");
+        let mut rng = lsplat_core::Rng::new(3);
+        for (w, h, max_dim) in [(37, 23, 16), (200, 131, 97), (150, 301, 128), (64, 64, 33)] {
+            for _ in 0..6 {
+                let (cx, cy) = (
+                    rng.range(-5.0, w as f32 + 5.0),
+                    rng.range(-5.0, h as f32 + 5.0),
+                );
+                let m = disc(w, h, cx, cy, rng.range(1.0, 60.0));
+                let b = BitMask::from_bytes(w, h, &m);
+                let (dw, dh) = work_size(w, h, max_dim);
+                let d = downsample(&b, dw, dh);
+                let (w, h) = (w as usize, h as usize);
+                for oy in 0..dh as usize {
+                    for ox in 0..dw as usize {
+                        let (ya, yb) = (oy * h / dh as usize, ((oy + 1) * h).div_ceil(dh as usize));
+                        let (xa, xb) = (ox * w / dw as usize, ((ox + 1) * w).div_ceil(dw as usize));
+                        let n: usize = (ya..yb)
+                            .flat_map(|y| (xa..xb).map(move |x| (x, y)))
+                            .map(|(x, y)| m[y * w + x] as usize)
+                            .sum();
+                        let want = n as f32 / ((yb - ya) * (xb - xa)) as f32 > 0.5;
+                        assert_eq!(d.get(ox as u32, oy as u32), want, "{w}x{h}: {ox},{oy}");
+                    }
+                }
             }
         }
+        assert_eq!(work_size(37, 23, 16), (16, 10));
     }
 }
