@@ -14,6 +14,11 @@ fn plugin_ops() -> Vec<Box<dyn DeviceOp>> {
             .into_iter()
             .map(|op| Box::new(op) as Box<dyn DeviceOp>),
     );
+    ops.extend(
+        lsplat_view::segment_ops::SegmentOp::all()
+            .into_iter()
+            .map(|op| Box::new(op) as Box<dyn DeviceOp>),
+    );
     ops
 }
 
@@ -40,7 +45,7 @@ fn sources() -> Vec<(String, String, String, Vec<(String, String)>)> {
 #[test]
 fn every_plugin_op_names_its_plugin_and_kernel() {
     let ops = plugin_ops();
-    assert_eq!(ops.len(), 14 + 9);
+    assert_eq!(ops.len(), 14 + 9 + 6);
     for op in &ops {
         let k = op.kernel();
         assert!(

@@ -578,6 +578,8 @@ impl Backend for CpuBackend {
             OpArg::F32Mut(b) => HostArg::F32Mut(b.as_mut_slice()),
             OpArg::U32(b) => HostArg::U32(b.as_slice()),
             OpArg::U32Mut(b) => HostArg::U32Mut(b.as_mut_slice()),
+            OpArg::F64(b) => HostArg::F64(b.as_slice()),
+            OpArg::F64Mut(b) => HostArg::F64Mut(b.as_mut_slice()),
             OpArg::Scalar(s) => HostArg::Scalar(*s),
         });
         op.run_cpu(items, &mut HostArgs::new(op.name(), host), &self.workers)

@@ -6,7 +6,8 @@
 //! Conventions:
 //! - An op works on `items` independent work items (pixels, Gaussians, …). The kernel
 //!   is `extern "C" __global__ void <entry>(u32 items, <args in order>)`: buffers as
-//!   pointers (`const float*`, `float*`, `const u32*`, `u32*`), scalars by value
+//!   pointers (`const float*`, `float*`, `const u32*`, `u32*`, `const double*`,
+//!   `double*`), scalars by value
 //!   (`float`, `u32`). It is launched as a 1-D grid of [`OpKernel::block`] threads per
 //!   block covering `items` (at most 2²⁰ blocks: loop grid-stride past that).
 //! - The CPU implementation receives the same arguments as host slices, and a
@@ -69,6 +70,10 @@ pub enum OpArg<'a, B: Backend> {
     U32(&'a B::Buf<u32>),
     /// `u32*`.
     U32Mut(&'a mut B::Buf<u32>),
+    /// `const double*`.
+    F64(&'a B::Buf<f64>),
+    /// `double*` (scratch an op writes for a later one to read).
+    F64Mut(&'a mut B::Buf<f64>),
     /// A value.
     Scalar(Scalar),
 }
@@ -87,6 +92,10 @@ pub enum HostArg<'a> {
     U32(&'a [u32]),
     /// Writable integers.
     U32Mut(&'a mut [u32]),
+    /// Read-only doubles.
+    F64(&'a [f64]),
+    /// Writable doubles.
+    F64Mut(&'a mut [f64]),
     /// A value.
     Scalar(Scalar),
 }
@@ -155,6 +164,8 @@ impl<'a> HostArgs<'a> {
             Some(HostArg::F32Mut(_)) => "a writable float buffer".to_string(),
             Some(HostArg::U32(_)) => "a read-only u32 buffer".to_string(),
             Some(HostArg::U32Mut(_)) => "a writable u32 buffer".to_string(),
+            Some(HostArg::F64(_)) => "a read-only double buffer".to_string(),
+            Some(HostArg::F64Mut(_)) => "a writable double buffer".to_string(),
             Some(HostArg::Scalar(s)) => format!("the scalar {s:?}"),
         };
         DeviceError::shape(
@@ -214,6 +225,23 @@ impl<'a> HostArgs<'a> {
     pub fn u32_mut(&mut self, i: usize) -> Result<&'a mut [u32]> {
         self.take(i, "a writable u32 buffer", |a| match a {
             HostArg::U32Mut(s) => Ok(s),
+            other => Err(other),
+        })
+    }
+
+    /// Argument `i` as read-only doubles (a writable buffer is read too).
+    pub fn f64(&mut self, i: usize) -> Result<&'a [f64]> {
+        self.take(i, "a double buffer", |a| match a {
+            HostArg::F64(s) => Ok(s),
+            HostArg::F64Mut(s) => Ok(s),
+            other => Err(other),
+        })
+    }
+
+    /// Argument `i` as writable doubles.
+    pub fn f64_mut(&mut self, i: usize) -> Result<&'a mut [f64]> {
+        self.take(i, "a writable double buffer", |a| match a {
+            HostArg::F64Mut(s) => Ok(s),
             other => Err(other),
         })
     }
@@ -297,6 +325,7 @@ pub fn run_through_host<B: Backend>(
     enum Held {
         F(Vec<f32>),
         U(Vec<u32>),
+        D(Vec<f64>),
         S(Scalar),
     }
     check_call(op, items, args)?;
@@ -307,6 +336,8 @@ pub fn run_through_host<B: Backend>(
             OpArg::F32Mut(b) => Held::F(dev.download(&**b)?),
             OpArg::U32(b) => Held::U(dev.download(*b)?),
             OpArg::U32Mut(b) => Held::U(dev.download(&**b)?),
+            OpArg::F64(b) => Held::D(dev.download(*b)?),
+            OpArg::F64Mut(b) => Held::D(dev.download(&**b)?),
             OpArg::Scalar(s) => Held::S(*s),
         });
     }
@@ -316,6 +347,8 @@ pub fn run_through_host<B: Backend>(
             (Held::F(v), _) => HostArg::F32(v),
             (Held::U(v), OpArg::U32Mut(_)) => HostArg::U32Mut(v),
             (Held::U(v), _) => HostArg::U32(v),
+            (Held::D(v), OpArg::F64Mut(_)) => HostArg::F64Mut(v),
+            (Held::D(v), _) => HostArg::F64(v),
             (Held::S(s), _) => HostArg::Scalar(*s),
         });
         op.run_cpu(items, &mut HostArgs::new(op.name(), host), &SerialPool)?;
@@ -324,6 +357,7 @@ pub fn run_through_host<B: Backend>(
         match (h, a) {
             (Held::F(v), OpArg::F32Mut(b)) => dev.upload_into(b, v)?,
             (Held::U(v), OpArg::U32Mut(b)) => dev.upload_into(b, v)?,
+            (Held::D(v), OpArg::F64Mut(b)) => dev.upload_into(b, v)?,
             _ => {}
         }
     }
@@ -350,6 +384,8 @@ pub fn check_call<B: Backend>(
             OpArg::F32Mut(b) => B::buf_len(&**b),
             OpArg::U32(b) => B::buf_len(*b),
             OpArg::U32Mut(b) => B::buf_len(&**b),
+            OpArg::F64(b) => B::buf_len(*b),
+            OpArg::F64Mut(b) => B::buf_len(&**b),
             OpArg::Scalar(_) => 0,
         };
     }

@@ -229,6 +229,8 @@ pub(crate) fn plugin_op<R: Runtime>(
             OpArg::F32Mut(b) => a.push(b.ptr()),
             OpArg::U32(b) => a.push(b.ptr()),
             OpArg::U32Mut(b) => a.push(b.ptr()),
+            OpArg::F64(b) => a.push(b.ptr()),
+            OpArg::F64Mut(b) => a.push(b.ptr()),
             OpArg::Scalar(Scalar::F32(v)) => a.push(*v),
             OpArg::Scalar(Scalar::U32(v)) => a.push(*v),
         };

@@ -273,3 +273,136 @@ extern "C" __global__ void view_bytes(u32 items, const u32* px, u32* bytes, u32 
     bytes[w] = word;
   }
 }
+
+// ---- LangSplat's segmentation of a relevancy map (the host's `lerf::box_filter`,
+// `blend`, `threshold` and `majority_vote`, operation for operation) ----
+
+// The reflect-101 index of p in 0 .. n.
+__device__ inline u64 view_reflect101(long long p, long long n) {
+  if (n == 1) return 0;
+  while (p < 0 || p >= n) p = p < 0 ? -p : 2 * (n - 1) - p;
+  return (u64)p;
+}
+
+// The k × k box (window offsets −k/2 .. k − 1 − k/2, reflect-101), horizontal pass:
+// row y's running window sums in double into hsum (one thread per row).
+extern "C" __global__ void view_box_rows(u32 items, const float* map, double* hsum, u32 w,
+                                         u32 k) {
+  long long a = k / 2, n = w;
+  for (u64 y = ls_global_id(); y < items; y += ls_global_stride()) {
+    const float* row = map + y * w;
+    double* out = hsum + y * w;
+    double s = -0.0;
+    for (u32 j = 0; j < k; ++j) s += (double)row[view_reflect101((long long)j - a, n)];
+    for (u32 x = 0; x < w; ++x) {
+      out[x] = s;
+      if (x + 1 < w)
+        s += (double)row[view_reflect101((long long)x + k - a, n)] -
+             (double)row[view_reflect101((long long)x - a, n)];
+    }
+  }
+}
+
+// The vertical pass (one thread per column) and the blend 0.5·(box + map).
+extern "C" __global__ void view_box_cols(u32 items, const float* map, const double* hsum,
+                                         float* blended, u32 w, u32 h, u32 k) {
+  long long a = k / 2, n = h;
+  double norm = (double)k * (double)k;
+  for (u64 x = ls_global_id(); x < items; x += ls_global_stride()) {
+    double acc = 0.0;
+    for (u32 j = 0; j < k; ++j) acc += hsum[view_reflect101((long long)j - a, n) * w + x];
+    for (u32 y = 0; y < h; ++y) {
+      u64 p = (u64)y * w + x;
+      float f = (float)(acc / norm);
+      blended[p] = 0.5f * (f + map[p]);
+      if (y + 1 < h)
+        acc += hsum[view_reflect101((long long)y + k - a, n) * w + x] -
+               hsum[view_reflect101((long long)y - a, n) * w + x];
+    }
+  }
+}
+
+// One block of VIEW_REDUCE threads: mm[0] = the minimum of v[0 .. n], mm[1] = the
+// maximum of v − mm[0] (min and max do not depend on the order).
+extern "C" __global__ void view_minmax(u32 items, const float* v, float* mm, u32 n) {
+  __shared__ float part[VIEW_REDUCE];
+  (void)items;
+  u32 t = threadIdx.x;
+  float m = __uint_as_float(0x7f800000u);  // +inf
+  for (u32 i = t; i < n; i += VIEW_REDUCE) m = fminf(m, v[i]);
+  part[t] = m;
+  __syncthreads();
+  for (u32 s = VIEW_REDUCE / 2; s > 0; s /= 2) {
+    if (t < s) part[t] = fminf(part[t], part[t + s]);
+    __syncthreads();
+  }
+  float lo = part[0];
+  __syncthreads();
+  float M = __uint_as_float(0xff800000u);  // -inf
+  for (u32 i = t; i < n; i += VIEW_REDUCE) M = fmaxf(M, v[i] - lo);
+  part[t] = M;
+  __syncthreads();
+  for (u32 s = VIEW_REDUCE / 2; s > 0; s /= 2) {
+    if (t < s) part[t] = fmaxf(part[t], part[t + s]);
+    __syncthreads();
+  }
+  if (t == 0) {
+    mm[0] = lo;
+    mm[1] = part[0];
+  }
+}
+
+// The normalised threshold, clip(2·(v − min)/(max + 1e-9) − 1, 0, 1) > thr, summed
+// along each row into the integral image ii ([h + 1, w + 1]; row 0 and column 0
+// zero). One thread per row.
+extern "C" __global__ void view_vote_rows(u32 items, const float* blended, const float* mm,
+                                          u32* ii, u32 w, float thr) {
+  float lo = mm[0], span = mm[1] + 1e-9f;
+  for (u64 y = ls_global_id(); y < items; y += ls_global_stride()) {
+    u32* row = ii + (y + 1) * (w + 1);
+    row[0] = 0u;
+    u32 s = 0u;
+    for (u32 x = 0; x < w; ++x) {
+      float nv = ((blended[y * w + x] - lo) / span) * 2.0f - 1.0f;
+      float c = nv != nv ? nv : fminf(fmaxf(nv, 0.0f), 1.0f);
+      s += c > thr ? 1u : 0u;
+      row[x + 1] = s;
+    }
+    if (y == 0)
+      for (u32 x = 0; x <= w; ++x) ii[x] = 0u;
+  }
+}
+
+// The integral image's column sums (one thread per column of ii).
+extern "C" __global__ void view_vote_cols(u32 items, u32* ii, u32 w, u32 h) {
+  for (u64 x = ls_global_id(); x < items; x += ls_global_stride())
+    for (u32 y = 1; y <= h; ++y) ii[(u64)y * (w + 1) + x] += ii[(u64)(y - 1) * (w + 1) + x];
+}
+
+// LangSplat's majority vote (rows max(0, y − r) .. min(y + r + 1, h − 1), columns
+// likewise, ends exclusive; 0 on a tie or an empty window) and the segmentation
+// picture: inside, the colour tinted orange; outside, the colour at 35 %.
+extern "C" __global__ void view_vote(u32 items, const u32* ii, const u32* px, u32* out, u32 w,
+                                     u32 h, u32 r) {
+  const float tint[3] = {255.0f, 120.0f, 20.0f};
+  for (u64 p = ls_global_id(); p < items; p += ls_global_stride()) {
+    u32 y = (u32)(p / w), x = (u32)(p % w);
+    u32 y0 = y > r ? y - r : 0u, x0 = x > r ? x - r : 0u;
+    u32 y1 = y + r + 1 < h - 1 ? y + r + 1 : h - 1;
+    u32 x1 = x + r + 1 < w - 1 ? x + r + 1 : w - 1;
+    bool inside = false;
+    if (y1 > y0 && x1 > x0) {
+      u32 ones = ii[(u64)y1 * (w + 1) + x1] + ii[(u64)y0 * (w + 1) + x0] -
+                 ii[(u64)y0 * (w + 1) + x1] - ii[(u64)y1 * (w + 1) + x0];
+      u32 area = (y1 - y0) * (x1 - x0);
+      inside = ones > area - ones;
+    }
+    u32 c = px[p], o = 0u;
+    for (u32 k = 0; k < 3; ++k) {
+      float v = (float)((c >> (8u * k)) & 255u);
+      u32 b = inside ? view_round_u8(0.45f * v + 0.55f * tint[k]) : view_round_u8(0.35f * v);
+      o |= b << (8u * k);
+    }
+    out[p] = o;
+  }
+}

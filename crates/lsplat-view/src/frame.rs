@@ -676,7 +676,7 @@ pub fn segmentation_picture(mask: &[u8], rgb: &[u8]) -> Vec<u8> {
 
 /// One pixel of [`segmentation_picture`].
 #[inline]
-fn segment_pixel(m: u8, px: &[u8], o: &mut [u8]) {
+pub(crate) fn segment_pixel(m: u8, px: &[u8], o: &mut [u8]) {
     const TINT: [f32; 3] = [255.0, 120.0, 20.0];
     for k in 0..3 {
         let v = px[k] as f32;

@@ -20,6 +20,7 @@ pub mod frame;
 pub mod ops;
 pub mod protocol;
 pub mod scene;
+pub mod segment_ops;
 pub mod server;
 mod session;
 pub mod table;

@@ -211,8 +211,9 @@ pub fn pack(c: [u8; 3]) -> u32 {
     c[0] as u32 | (c[1] as u32) << 8 | (c[2] as u32) << 16
 }
 
+/// A colour of the ops as RGB8.
 #[inline]
-fn unpack(c: u32) -> [u8; 3] {
+pub fn unpack(c: u32) -> [u8; 3] {
     [c as u8, (c >> 8) as u8, (c >> 16) as u8]
 }
 
@@ -268,6 +269,10 @@ impl DeviceOp for ViewOp {
                     format!("{:?}f", lsplat_query::relevancy::TEMPERATURE),
                 ),
                 ("VIEW_ALPHA_MIN".into(), format!("{ALPHA_MIN:?}f")),
+                (
+                    "VIEW_REDUCE".into(),
+                    format!("{}u", crate::segment_ops::REDUCE),
+                ),
             ],
         }
     }

@@ -11,13 +11,13 @@ use std::time::Instant;
 use lsplat_device::{Backend, Element, OpArg};
 use lsplat_query::picture::heat_top;
 
-use super::{
-    Frame, FrameRequest, Mode, Renderer, Timings, ms, par_pixels, segment_on, segment_pixel,
-};
+use super::{Frame, FrameRequest, Mode, Renderer, Timings, ms};
 use crate::ops::{ViewOp, byte_words, unpack_bytes};
 use crate::scene::{Colours, Level, Semantic};
+use crate::segment_ops::SegmentOp;
 use crate::table::{DecodeStats, Reduce, TableState};
 use crate::{Result, ViewError};
+use lsplat_query::lerf;
 use lsplat_render::colour::{MAX_DEGREE, SH_FACTORS};
 
 /// The device path's buffers, kept between frames.
@@ -44,6 +44,11 @@ pub(super) struct Buffers<B: Backend> {
     table: Option<(B::Buf<f32>, TableState)>,
     /// The splats' means, SH DC, SH rest and the basis factors.
     sh: Option<[B::Buf<f32>; 4]>,
+    /// The segmentation's box sums, blended map, range and integral image.
+    hsum: Option<B::Buf<f64>>,
+    blended: Option<B::Buf<f32>>,
+    range: Option<B::Buf<f32>>,
+    ii: Option<B::Buf<u32>>,
 }
 
 impl<B: Backend> Default for Buffers<B> {
@@ -61,6 +66,10 @@ impl<B: Backend> Default for Buffers<B> {
             pca: None,
             table: None,
             sh: None,
+            hsum: None,
+            blended: None,
+            range: None,
+            ii: None,
         }
     }
 }
@@ -398,14 +407,30 @@ impl<B: Backend> Renderer<B> {
                 ViewOp::Heat.run(dev, pixels, args, Some(heat_top(m)))?;
                 read_picture(dev, shaded, &mut b.bytes, pixels)?
             }
-            (Mode::Segmentation, Some(m)) => {
-                let rgb = read_picture(dev, px, &mut b.bytes, pixels)?;
-                let mask = segment_on(m, w, h, req.threshold, self.threads);
-                let mut out = vec![0u8; rgb.len()];
-                par_pixels(self.threads, &mut out, 3, &rgb, 3, |i, o, p| {
-                    segment_pixel(mask[i], p, o);
-                });
-                out
+            (Mode::Segmentation, Some(_)) => {
+                let (k, r) = (lerf::BOX_SIZE, lerf::VOTE_RADIUS);
+                let hsum = at_least(dev, &mut b.hsum, pixels)?;
+                let blended = at_least(dev, &mut b.blended, pixels)?;
+                let range = at_least(dev, &mut b.range, 2)?;
+                let ii = at_least(dev, &mut b.ii, (w + 1) * (h + 1))?;
+                let map = &*map;
+                SegmentOp::BoxRows { w, h, k }
+                    .run(dev, vec![OpArg::F32(map), OpArg::F64Mut(hsum)])?;
+                let args = vec![OpArg::F32(map), OpArg::F64(hsum), OpArg::F32Mut(blended)];
+                SegmentOp::BoxCols { w, h, k }.run(dev, args)?;
+                let args = vec![OpArg::F32(blended), OpArg::F32Mut(range)];
+                SegmentOp::MinMax { n: pixels }.run(dev, args)?;
+                let args = vec![OpArg::F32(blended), OpArg::F32(range), OpArg::U32Mut(ii)];
+                let thr = req.threshold;
+                SegmentOp::VoteRows { w, h, thr }.run(dev, args)?;
+                SegmentOp::VoteCols { w, h }.run(dev, vec![OpArg::U32Mut(ii)])?;
+                let args = vec![
+                    OpArg::U32(ii),
+                    OpArg::U32(&*px),
+                    OpArg::U32Mut(&mut *shaded),
+                ];
+                SegmentOp::Vote { w, h, r }.run(dev, args)?;
+                read_picture(dev, shaded, &mut b.bytes, pixels)?
             }
             (Mode::Features, _) => match (&level.pca, answers) {
                 (Some(pca), true) => {
