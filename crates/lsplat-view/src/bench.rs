@@ -29,6 +29,32 @@ pub struct ModeTimes {
     pub first_decode: DecodeStats,
 }
 
+/// The bench's request: LangSplat's threshold 0.4.
+fn request(
+    camera: &Camera,
+    mode: Mode,
+    level: u8,
+    query: Option<Arc<Query>>,
+    exact: bool,
+) -> FrameRequest {
+    FrameRequest {
+        camera: camera.clone(),
+        mode,
+        level,
+        query,
+        threshold: 0.4,
+        exact,
+    }
+}
+
+/// The name of a mode as the page and the bench print it.
+fn mode_name(mode: Mode) -> String {
+    serde_json::to_value(mode)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
 /// Renders `modes` at `camera` `repeats` times each on `level`.
 pub fn bench<B: Backend>(
     r: &mut Renderer<B>,
@@ -41,14 +67,7 @@ pub fn bench<B: Backend>(
 ) -> Result<Vec<ModeTimes>> {
     let mut out = Vec::new();
     for &(mode, exact) in modes {
-        let req = FrameRequest {
-            camera: camera.clone(),
-            mode,
-            level,
-            query: query.clone(),
-            threshold: 0.4,
-            exact,
-        };
+        let req = request(camera, mode, level, query.clone(), exact);
         let mut best: Option<Timings> = None;
         let (mut enc_ms, mut bytes, mut first, mut first_decode) = (f64::INFINITY, 0, 0.0, None);
         for _ in 0..repeats.max(1) {
@@ -74,10 +93,7 @@ pub fn bench<B: Backend>(
                 },
             });
         }
-        let name = serde_json::to_value(mode)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let name = mode_name(mode);
         out.push(ModeTimes {
             label: if exact {
                 format!("{name} (exact)")
@@ -178,14 +194,7 @@ pub fn device_vs_host<B: Backend>(
 ) -> Result<Vec<PathCheck>> {
     let mut out = Vec::new();
     for &(mode, _) in modes {
-        let req = FrameRequest {
-            camera: camera.clone(),
-            mode,
-            level,
-            query: query.clone(),
-            threshold: 0.4,
-            exact: false,
-        };
+        let req = request(camera, mode, level, query.clone(), false);
         r.set_device_frames(true);
         let on = r.render(&req)?;
         r.set_device_frames(false);
@@ -207,10 +216,7 @@ pub fn device_vs_host<B: Backend>(
             _ => 0.0,
         };
         out.push(PathCheck {
-            label: serde_json::to_value(mode)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            label: mode_name(mode),
             bytes_differ: on.rgb.iter().zip(&host.rgb).filter(|(a, b)| a != b).count()
                 + on.rgb.len().abs_diff(host.rgb.len()),
             map_max_abs,

@@ -325,6 +325,35 @@ impl<B: Backend> Renderer<B> {
         Ok(self.bands.len() - 1)
     }
 
+    /// Composites band `band` of band set `bi` (rows of `stride` values: the RGB rows
+    /// at 4, else `level`'s) into `self.out`, tile-ordered; false for an empty band.
+    fn rasterize_band(&mut self, bi: usize, band: usize, level: u8, stride: usize) -> Result<bool> {
+        let bs = &self.bands[bi].1[band];
+        if bs.set.len == 0 {
+            return Ok(false);
+        }
+        let features = if stride == 4 {
+            &self.rgb_buf
+        } else {
+            &self.level_rows[&level].1
+        };
+        let need = bs.set.len * stride;
+        let out = match self.out.take() {
+            Some(o) if B::buf_len(&o) >= need => o,
+            _ => self.dev.alloc::<f32>(need)?,
+        };
+        let out = self.out.insert(out);
+        self.dev.rasterize(
+            &self.scratch.projection,
+            &self.scratch.bins,
+            &bs.set,
+            features,
+            stride,
+            out,
+        )?;
+        Ok(true)
+    }
+
     /// Renders one frame.
     pub fn render(&mut self, req: &FrameRequest) -> Result<Frame> {
         let t0 = Instant::now();
@@ -413,29 +442,12 @@ impl<B: Backend> Renderer<B> {
         let mut band = std::mem::take(&mut self.band);
         for b in 0..self.bands[bi].1.len() {
             let t = Instant::now();
-            let bs = &self.bands[bi].1[b];
-            if bs.set.len == 0 {
+            if !self.rasterize_band(bi, b, level.level, stride)? {
                 continue;
             }
-            let features = if stride == 4 {
-                &self.rgb_buf
-            } else {
-                &self.level_rows[&level.level].1
+            let (Some(out), bs) = (self.out.as_ref(), &self.bands[bi].1[b]) else {
+                continue;
             };
-            let need = bs.set.len * stride;
-            let out = match self.out.take() {
-                Some(o) if B::buf_len(&o) >= need => o,
-                _ => self.dev.alloc::<f32>(need)?,
-            };
-            let out = self.out.insert(out);
-            self.dev.rasterize(
-                &self.scratch.projection,
-                &self.scratch.bins,
-                &bs.set,
-                features,
-                stride,
-                out,
-            )?;
             gather_band(
                 &*self.dev,
                 out,

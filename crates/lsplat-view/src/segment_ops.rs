@@ -18,6 +18,8 @@ use lsplat_device::Scalar;
 use lsplat_device::check::at_least;
 use lsplat_device::{Backend, DeviceError, DeviceOp, HostArgs, HostPool, OpArg, OpKernel, Result};
 
+use lsplat_query::lerf::reflect101;
+
 use crate::ops::{PLUGIN, pack, unpack};
 
 /// Threads of the block that finds the blended map's range (`VIEW_REDUCE`).
@@ -126,18 +128,6 @@ impl SegmentOp {
         buffers.extend(self.scalars().into_iter().map(OpArg::Scalar));
         dev.run_op(self, self.items(), &mut buffers)
     }
-}
-
-/// The reflect-101 index of `p` in `0..n` (as `lerf`'s).
-fn reflect101(mut p: isize, n: usize) -> usize {
-    let n = n as isize;
-    if n == 1 {
-        return 0;
-    }
-    while p < 0 || p >= n {
-        p = if p < 0 { -p } else { 2 * (n - 1) - p };
-    }
-    p as usize
 }
 
 impl DeviceOp for SegmentOp {

@@ -268,29 +268,13 @@ impl<B: Backend> Renderer<B> {
             (Some((tv, _)), true) => uploaded(dev, &mut b.targets, tv)?,
             _ => uploaded(dev, &mut b.targets, &[0.0])?,
         };
-        for bs in &self.bands[bi].1 {
-            if bs.set.len == 0 {
+        for band in 0..self.bands[bi].1.len() {
+            if !self.rasterize_band(bi, band, level.level, stride)? {
                 continue;
             }
-            let features = if stride == 4 {
-                &self.rgb_buf
-            } else {
-                &self.level_rows[&level.level].1
+            let (Some(out), bs) = (self.out.as_ref(), &self.bands[bi].1[band]) else {
+                continue;
             };
-            let need = bs.set.len * stride;
-            let out = match self.out.take() {
-                Some(o) if B::buf_len(&o) >= need => o,
-                _ => dev.alloc::<f32>(need)?,
-            };
-            let out = self.out.insert(out);
-            dev.rasterize(
-                &self.scratch.projection,
-                &self.scratch.bins,
-                &bs.set,
-                features,
-                stride,
-                out,
-            )?;
             let (base, items, rows) = (bs.y0 as usize * w, bs.source.len(), bs.set.len);
             let op = ViewOp::Pixels {
                 stride,
@@ -300,7 +284,7 @@ impl<B: Backend> Renderer<B> {
                 pixels,
             };
             let args = vec![
-                OpArg::F32(&*out),
+                OpArg::F32(out),
                 OpArg::U32(&bs.source_buf),
                 OpArg::U32Mut(&mut *px),
                 OpArg::F32Mut(&mut *vals),
@@ -316,7 +300,7 @@ impl<B: Backend> Renderer<B> {
                     pixels,
                 };
                 let args = vec![
-                    OpArg::F32(&*out),
+                    OpArg::F32(out),
                     OpArg::U32(&bs.source_buf),
                     OpArg::F32(tbuf),
                     OpArg::F32Mut(&mut *dots),
