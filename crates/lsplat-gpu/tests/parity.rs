@@ -144,6 +144,8 @@ fn swapped_pixels<R: Runtime>(
     // Pixels excused by a footprint disagreement (not by a depth tie).
     let mut edge = vec![false; op.rows()];
     let mut moved_total = 0;
+    // Tiles with a footprint disagreement.
+    let mut edge_tiles = 0;
     let depth = |g: u32| pc.splats[g as usize].depth;
     let list = |o: &[u32], s: &[u32], t: usize| s[o[t] as usize..o[t + 1] as usize].to_vec();
     for t in 0..off.len() - 1 {
@@ -161,6 +163,7 @@ fn swapped_pixels<R: Runtime>(
         // it are excused; one only the GPU lists excuses the whole tile.
         let only_c: Vec<u32> = cl.iter().filter(|g| !gl.contains(g)).copied().collect();
         let only_g = gl.iter().filter(|g| !cl.contains(g)).count();
+        edge_tiles += usize::from(only_g > 0 || !only_c.is_empty());
         if only_g > 0 {
             moved_total += only_c.len() + only_g;
             rows[pixels.clone()].fill(true);
@@ -195,10 +198,16 @@ fn swapped_pixels<R: Runtime>(
     }
     let excused = rows.iter().filter(|&&b| b).count();
     let at_edges = edge.iter().filter(|&&b| b).count();
+    // Footprint disagreements are rare per tile, but a splat only the GPU lists
+    // excuses its whole tile (seed 1795966405352513106: two tiles of a dense 72×40
+    // scene, 62 of 1 283 pixels), so they are bounded in tiles and in pixels.
+    let tiles = off.len() - 1;
     assert!(
-        moved_total <= allowed(sorted.len()) && at_edges <= 2 + rows.len() / 50,
+        moved_total <= allowed(sorted.len())
+            && edge_tiles <= 2 + tiles / 20
+            && at_edges <= 2 + rows.len() / 50 + edge_tiles.min(2) * rows.len() / tiles.max(1),
         "{moved_total} sorted entries differ; {excused} of {} pixels excused, \
-         {at_edges} of them by footprint edges",
+         {at_edges} of them by footprint edges in {edge_tiles} of {tiles} tiles",
         rows.len()
     );
     rows.iter()
