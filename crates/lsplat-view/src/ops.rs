@@ -93,8 +93,11 @@ pub enum ViewOp {
     },
     /// LangSplat's relevancy of five dot products per pixel.
     Relevancy,
-    /// The heat map over the colours.
-    Heat,
+    /// The heat map over the colours, scaled to the map's `top`.
+    Heat {
+        /// The top of the scale ([`lsplat_query::picture::heat_top`] of the map).
+        top: f32,
+    },
     /// The PCA colours of three dot products per pixel (`t` per pixel).
     Pca {
         /// Dot products per pixel.
@@ -138,7 +141,7 @@ impl ViewOp {
             ViewOp::Cells { cells },
             ViewOp::Lookup { cells, t },
             ViewOp::Relevancy,
-            ViewOp::Heat,
+            ViewOp::Heat { top: 1.0 },
             ViewOp::Pca { t, keep },
             ViewOp::Bytes { pixels },
         ]
@@ -177,25 +180,20 @@ impl ViewOp {
             ViewOp::Cells { cells } => vec![u(cells)],
             ViewOp::Lookup { cells, t } => vec![u(cells), u(t)],
             ViewOp::Relevancy => vec![],
-            ViewOp::Heat => vec![],
+            ViewOp::Heat { top } => vec![Scalar::F32(top)],
             ViewOp::Pca { t, keep } => vec![u(t), u(keep)],
             ViewOp::Bytes { pixels } => vec![u(pixels)],
         }
     }
 
-    /// Runs the op over `items` on `dev` with `buffers` (in the table's order) and,
-    /// for [`ViewOp::Heat`], `top`.
+    /// Runs the op over `items` on `dev` with `buffers` (in the table's order).
     pub fn run<B: Backend>(
         &self,
         dev: &B,
         items: usize,
         mut buffers: Vec<OpArg<'_, B>>,
-        top: Option<f32>,
     ) -> Result<()> {
         buffers.extend(self.scalars().into_iter().map(OpArg::Scalar));
-        if let Some(t) = top {
-            buffers.push(OpArg::Scalar(Scalar::F32(t)));
-        }
         dev.run_op(self, items, &mut buffers)
     }
 }
@@ -252,7 +250,7 @@ impl DeviceOp for ViewOp {
             ViewOp::Cells { .. } => "view_cells",
             ViewOp::Lookup { .. } => "view_lookup",
             ViewOp::Relevancy => "view_relevancy",
-            ViewOp::Heat => "view_heat",
+            ViewOp::Heat { .. } => "view_heat",
             ViewOp::Pca { .. } => "view_pca",
             ViewOp::Bytes { .. } => "view_bytes",
         }
@@ -283,10 +281,10 @@ impl DeviceOp for ViewOp {
             ViewOp::Sh { .. } => 5,
             ViewOp::Pixels { .. } | ViewOp::Dots { .. } | ViewOp::Lookup { .. } => 4,
             ViewOp::Pca { .. } => 4,
-            ViewOp::Cells { .. } | ViewOp::Heat => 3,
+            ViewOp::Cells { .. } | ViewOp::Heat { .. } => 3,
             ViewOp::Relevancy | ViewOp::Bytes { .. } => 2,
         };
-        let args = buffers + self.scalars().len() + usize::from(*self == ViewOp::Heat);
+        let args = buffers + self.scalars().len();
         if lens.len() != args {
             return Err(wrong_count(n, lens.len(), args));
         }
@@ -356,7 +354,7 @@ impl DeviceOp for ViewOp {
                 at_least(n, "dots", lens[0], items * 5)?;
                 at_least(n, "map", lens[1], items)?;
             }
-            ViewOp::Heat => {
+            ViewOp::Heat { .. } => {
                 at_least(n, "px", lens[0], items)?;
                 at_least(n, "map", lens[1], items)?;
                 at_least(n, "out", lens[2], items)?;
@@ -477,7 +475,7 @@ impl DeviceOp for ViewOp {
                     *m = relevancy(d[4], &d[..4]);
                 }
             }
-            ViewOp::Heat => {
+            ViewOp::Heat { .. } => {
                 let (px, map, out) = (a.u32(0)?, a.f32(1)?, a.u32_mut(2)?);
                 let top = a.scalar_f32(3)?;
                 for ((c, r), o) in px[..items].iter().zip(map).zip(out.iter_mut()) {
@@ -578,7 +576,10 @@ mod tests {
                 .check(10, &[40, 6, 250, 20, 0, 0])
                 .is_err()
         );
-        assert!(ViewOp::Heat.check(3, &[3, 3, 3, 0]).is_ok());
-        assert!(ViewOp::Heat.check(3, &[3, 3, 3]).is_err(), "no top");
+        assert!(ViewOp::Heat { top: 1.0 }.check(3, &[3, 3, 3, 0]).is_ok());
+        assert!(
+            ViewOp::Heat { top: 1.0 }.check(3, &[3, 3, 3]).is_err(),
+            "no top"
+        );
     }
 }

@@ -52,6 +52,16 @@ impl Reduce {
         }
     }
 
+    /// Refuses `t` targets that this reduction cannot take.
+    fn check(self, t: usize) -> Result<()> {
+        if self == Reduce::Relevancy && t != 5 {
+            return Err(crate::ViewError::Request(format!(
+                "relevancy needs 5 targets (4 canonical phrases and the query), got {t}"
+            )));
+        }
+        Ok(())
+    }
+
     /// Reduces rows of `t` dot products to rows of [`Reduce::width`] values.
     fn apply(self, dots: Vec<f32>, t: usize) -> Vec<f32> {
         match self {
@@ -157,11 +167,7 @@ impl Decoded {
         let c = self.code_dim();
         let d = self.dim();
         let t = targets.len() / d;
-        if reduce == Reduce::Relevancy && t != 5 {
-            return Err(crate::ViewError::Request(format!(
-                "relevancy needs 5 targets (4 canonical phrases and the query), got {t}"
-            )));
-        }
+        reduce.check(t)?;
         if exact || c != 3 {
             let codes: Vec<f32> = rendered
                 .chunks_exact(stride)
@@ -269,11 +275,7 @@ impl Decoded {
         f: impl FnOnce(&[f32], TableState) -> R,
     ) -> Result<(R, usize)> {
         let t = targets.len() / self.dim().max(1);
-        if reduce == Reduce::Relevancy && t != 5 {
-            return Err(crate::ViewError::Request(format!(
-                "relevancy needs 5 targets (4 canonical phrases and the query), got {t}"
-            )));
-        }
+        reduce.check(t)?;
         let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
         let mut table = self.take_table(&mut tables, targets, reduce, t);
         let n3 = self.cells.pow(3);

@@ -152,15 +152,8 @@ fn read_picture<B: Backend>(
 ) -> Result<Vec<u8>> {
     let words = byte_words(pixels);
     let out = sized(dev, bytes, words)?;
-    ViewOp::Bytes { pixels }.run(dev, words, vec![OpArg::U32(px), OpArg::U32Mut(out)], None)?;
+    ViewOp::Bytes { pixels }.run(dev, words, vec![OpArg::U32(px), OpArg::U32Mut(out)])?;
     Ok(unpack_bytes(&dev.download(out)?, pixels))
-}
-
-/// The relevancy map, read back.
-fn read_map<B: Backend>(dev: &B, map: &B::Buf<f32>, pixels: usize) -> Result<Vec<f32>> {
-    let mut m = dev.download(map)?;
-    m.truncate(pixels);
-    Ok(m)
 }
 
 impl<B: Backend> Renderer<B> {
@@ -205,7 +198,7 @@ impl<B: Backend> Renderer<B> {
                 OpArg::F32(factors),
                 OpArg::F32Mut(buf),
             ];
-            op(stride).run(dev, n, args, None)
+            op(stride).run(dev, n, args)
         };
         if level.is_none() {
             run(&mut self.rgb_buf, 4)?;
@@ -289,7 +282,7 @@ impl<B: Backend> Renderer<B> {
                 OpArg::U32Mut(&mut *px),
                 OpArg::F32Mut(&mut *vals),
             ];
-            op.run(dev, items, args, None)?;
+            op.run(dev, items, args)?;
             if linear {
                 let op = ViewOp::Dots {
                     stride,
@@ -305,7 +298,7 @@ impl<B: Backend> Renderer<B> {
                     OpArg::F32(tbuf),
                     OpArg::F32Mut(&mut *dots),
                 ];
-                op.run(dev, items, args, None)?;
+                op.run(dev, items, args)?;
             }
         }
         tm.rasterize = ms(t);
@@ -329,7 +322,7 @@ impl<B: Backend> Renderer<B> {
                     OpArg::F32(gbuf),
                     OpArg::U32Mut(&mut *bits),
                 ];
-                ViewOp::Cells { cells }.run(dev, pixels, args, None)?;
+                ViewOp::Cells { cells }.run(dev, pixels, args)?;
                 let words = dev.download(&*bits)?;
                 let slot = &mut b.table;
                 let (kept, vertices) = d.tabulate(
@@ -364,16 +357,16 @@ impl<B: Backend> Renderer<B> {
                     OpArg::F32(table),
                     OpArg::F32Mut(out),
                 ];
-                ViewOp::Lookup { cells, t: width }.run(dev, pixels, args, None)?;
+                ViewOp::Lookup { cells, t: width }.run(dev, pixels, args)?;
             }
             (Semantic::Linear(_), Some(_)) if answers && req.mode.needs_query() => {
                 let args = vec![OpArg::F32(&*dots), OpArg::F32Mut(&mut *map)];
-                ViewOp::Relevancy.run(dev, pixels, args, None)?;
+                ViewOp::Relevancy.run(dev, pixels, args)?;
             }
             _ => {}
         }
         let map_host = if req.mode.needs_query() {
-            Some(read_map(dev, map, pixels)?)
+            Some(dev.download(&*map)?)
         } else {
             None
         };
@@ -388,7 +381,7 @@ impl<B: Backend> Renderer<B> {
                     OpArg::F32(&*map),
                     OpArg::U32Mut(&mut *shaded),
                 ];
-                ViewOp::Heat.run(dev, pixels, args, Some(heat_top(m)))?;
+                ViewOp::Heat { top: heat_top(m) }.run(dev, pixels, args)?;
                 read_picture(dev, shaded, &mut b.bytes, pixels)?
             }
             (Mode::Segmentation, Some(_)) => {
@@ -428,7 +421,7 @@ impl<B: Backend> Renderer<B> {
                         OpArg::F32(pbuf),
                         OpArg::U32Mut(&mut *shaded),
                     ];
-                    ViewOp::Pca { t: nt, keep }.run(dev, pixels, args, None)?;
+                    ViewOp::Pca { t: nt, keep }.run(dev, pixels, args)?;
                     read_picture(dev, shaded, &mut b.bytes, pixels)?
                 }
                 // A text space too narrow for three axes: black.
