@@ -41,7 +41,9 @@ pub fn any_promotable<B: Backend>(q: Query<&Cache<B>, With<InBatch>>) -> bool {
 /// cameras' operators go (announced once: in memory, on disk, rebuilt), and an
 /// operator that finds the budget full is spilled to disk while the plan's disk share
 /// lasts (its file mapped into memory: the same bits, almost no memory) instead of
-/// evicting another camera's.
+/// evicting another camera's. When only this batch's cameras are left in memory,
+/// their operators move to disk too, so a cold camera is not left to the rasterizer
+/// (whose sums are ordered differently) for lack of room.
 #[allow(clippy::too_many_arguments)]
 pub fn admit_caches<B: Backend>(
     dev: Res<Dev<B>>,
@@ -175,19 +177,13 @@ pub fn admit_caches<B: Backend>(
                 break;
             };
             let freed = vc.cache.bytes(&dev.0) as u64;
-            if let (RasterCache::Operator { op }, Some(placer)) = (&vc.cache, spill.placer.as_mut())
-            {
+            if let Some(placer) = spill.placer.as_mut() {
                 let stem = format!("train-camera-{}", victim.index());
-                let Some(moved) = fault.check(placer.demote(&dev.0, op, &stem)) else {
+                let Some(moved) = demote(&dev.0, placer, &mut vc, &stem, &mut stats, &mut fault)
+                else {
                     return;
                 };
-                if let Some(moved) = moved {
-                    let s = dev.0.operator_stats(&moved);
-                    stats.bytes -= freed.saturating_sub(s.resident_bytes as u64);
-                    stats.spilled += 1;
-                    stats.disk_bytes += s.bytes as u64;
-                    stats.demoted += 1;
-                    vc.cache = RasterCache::Operator { op: moved };
+                if moved {
                     continue;
                 }
             }
@@ -199,6 +195,35 @@ pub fn admit_caches<B: Backend>(
             vc.cache = RasterCache::Cold;
             stats.bytes -= freed;
             stats.evictions += 1;
+        }
+        // Still full, with only this batch's cameras in memory: their operators move to
+        // disk too (the same bits, so this step's products do not change). A batch
+        // camera is never evicted.
+        while stats.bytes + bytes as u64 > budget.limit {
+            let Some(placer) = spill.placer.as_mut() else {
+                break;
+            };
+            let victim = cams
+                .iter()
+                .filter(|(e, c, b)| {
+                    b.is_some()
+                        && *e != entity
+                        && matches!(c.cache, RasterCache::Operator { .. })
+                        && !c.cache.on_disk(&dev.0)
+                })
+                .min_by_key(|(e, c, _)| (c.last_used, *e))
+                .map(|(e, ..)| e);
+            let Some(victim) = victim else { break };
+            let Ok((_, mut vc, _)) = cams.get_mut(victim) else {
+                break;
+            };
+            let stem = format!("train-camera-{}", victim.index());
+            let Some(moved) = demote(&dev.0, placer, &mut vc, &stem, &mut stats, &mut fault) else {
+                return;
+            };
+            if !moved {
+                break;
+            }
         }
         if stats.bytes + bytes as u64 > budget.limit {
             continue; // Everything else is in the batch: stay cold this visit.
@@ -232,4 +257,31 @@ pub fn admit_caches<B: Backend>(
             c.cache = new_cache;
         }
     }
+}
+
+/// Moves `vc`'s operator held in memory to disk (the same bits) and counts it: true
+/// when it moved, false when `vc` holds no operator or the disk has no room for it,
+/// `None` on a fault (recorded in `fault`).
+fn demote<B: Backend>(
+    dev: &B,
+    placer: &mut Placer,
+    vc: &mut Cache<B>,
+    stem: &str,
+    stats: &mut CacheStats,
+    fault: &mut Fault,
+) -> Option<bool> {
+    let RasterCache::Operator { op } = &vc.cache else {
+        return Some(false);
+    };
+    let freed = vc.cache.bytes(dev) as u64;
+    let Some(moved) = fault.check(placer.demote(dev, op, stem))? else {
+        return Some(false);
+    };
+    let s = dev.operator_stats(&moved);
+    stats.bytes -= freed.saturating_sub(s.resident_bytes as u64);
+    stats.spilled += 1;
+    stats.disk_bytes += s.bytes as u64;
+    stats.demoted += 1;
+    vc.cache = RasterCache::Operator { op: moved };
+    Some(true)
 }
