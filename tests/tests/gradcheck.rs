@@ -26,11 +26,27 @@ fn check(kind: LossKind) {
     // threshold are left out, float32 may decide them either way (seed
     // 1795798647375328136: two splats' depths 1e-4 apart, sorted the other way round
     // by the backend, changed ~70 pixels and the loss by 3e-5).
+    // Pixels where a channel's L1 residual is within 1e-3 of zero are left out too:
+    // a central difference there straddles the kink of |r| (seed 1796022313294352112:
+    // one residual 4e-6 from zero put the 60 largest components 2.6e-3 off).
     let splats = reference::project(&g, &cam, 0.01, 1e10);
     let zeros = vec![0f32; g.len()];
+    let xn0: Vec<f64> = x
+        .chunks(c)
+        .flat_map(|v| normalized(&v.iter().map(|&a| a as f64).collect::<Vec<_>>()))
+        .collect();
+    let near_kink = |p: u32| {
+        let wts = reference::pixel(&splats, &zeros, 1, p % w, p / w, 0.0).weights;
+        let row = (p % rows as u32) as usize;
+        (0..c).any(|k| {
+            let fp: f64 = wts.iter().map(|&(gid, wt)| wt * xn0[gid * c + k]).sum();
+            (fp - table[row * c + k] as f64).abs() < 1e-3
+        })
+    };
     let (pixels, offsets) = grid.select_pixels(|p| {
         p.wrapping_mul(2654435761u32) >> 30 != 0
             && !reference::pixel(&splats, &zeros, 1, p % w, p / w, 1e-4).ambiguous
+            && !near_kink(p)
     });
     assert!(pixels.len() > 1200, "{} pixels left", pixels.len());
     let mask: Vec<u32> = pixels.iter().map(|&p| p % rows as u32).collect();
