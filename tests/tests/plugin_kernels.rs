@@ -1,4 +1,5 @@
-//! Every plugin op's kernel, and the viewer's (`lsplat_view::ops`), compiles with NVRTC (sm_80, sm_90) and hiprtc (gfx90a
+//! Every plugin op's kernel, and the viewer's (`lsplat_view::ops`, `segment_ops`,
+//! `jpeg_ops`), compiles with NVRTC (sm_80, sm_90) and hiprtc (gfx90a
 //! wave64, gfx1030 wave32, `-Wall -Wextra -Werror`) exactly as the GPU runtimes
 //! compile it (headers spliced, the engine's defines plus the op's). Skips without
 //! the compilers unless `LSPLAT_REQUIRE_NVRTC=1` / `LSPLAT_REQUIRE_HIPRTC=1` (CI).
@@ -16,6 +17,11 @@ fn plugin_ops() -> Vec<Box<dyn DeviceOp>> {
     );
     ops.extend(
         lsplat_view::segment_ops::SegmentOp::all()
+            .into_iter()
+            .map(|op| Box::new(op) as Box<dyn DeviceOp>),
+    );
+    ops.extend(
+        lsplat_view::jpeg_ops::JpegOp::all()
             .into_iter()
             .map(|op| Box::new(op) as Box<dyn DeviceOp>),
     );
@@ -45,7 +51,7 @@ fn sources() -> Vec<(String, String, String, Vec<(String, String)>)> {
 #[test]
 fn every_plugin_op_names_its_plugin_and_kernel() {
     let ops = plugin_ops();
-    assert_eq!(ops.len(), 14 + 9 + 6);
+    assert_eq!(ops.len(), 14 + 9 + 6 + 3);
     for op in &ops {
         let k = op.kernel();
         assert!(

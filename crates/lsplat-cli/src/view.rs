@@ -15,6 +15,9 @@ use lsplat_view::scene::{SceneOptions, ViewScene};
 use crate::clip::{ClipArgs, ClipEncoder};
 use crate::views::backend_kind;
 
+/// The JPEG quality `--bench` encodes at.
+const QUALITY: u8 = 90;
+
 /// Options of `view`.
 #[derive(clap::Args, Debug)]
 pub struct ViewArgs {
@@ -247,7 +250,7 @@ impl BackendVisitor for Bench {
                 self.query.clone(),
                 &modes,
                 self.repeats,
-                90,
+                QUALITY,
             )?;
             println!(
                 "  {:<14} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} | {:>7} {:>8} | {:>9}",
@@ -291,17 +294,18 @@ impl BackendVisitor for Bench {
                     self.query.clone(),
                     &modes,
                     self.repeats,
+                    QUALITY,
                 )?;
                 for c in checks {
                     println!(
-                        "  {:<14} made on the device vs by the host path: {} bytes differ, relevancy max |Δ| {:.2e}; host path frame {:.1} ms",
-                        c.label, c.bytes_differ, c.map_max_abs, c.host_ms
+                        "  {:<14} made on the device vs by the host path: {} bytes differ, JPEG {} bytes differ, relevancy max |Δ| {:.2e}; host path frame {:.1} ms",
+                        c.label, c.bytes_differ, c.jpeg_differ, c.map_max_abs, c.host_ms
                     );
                 }
             }
         }
         println!(
-            "(milliseconds; frame = colours + project + raster + relevancy + shade; jpeg at quality 90)"
+            "(milliseconds; frame = colours + project + raster + relevancy + shade, + jpeg where the frame is made on the device; jpeg at quality {QUALITY})"
         );
         if self.exact
             && let Some(q) = &self.query

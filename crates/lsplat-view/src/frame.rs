@@ -29,7 +29,7 @@ use crate::scene::{Level, Semantic, ViewScene};
 use crate::table::{DecodeStats, Reduce};
 use crate::{Result, ViewError};
 
-mod device;
+pub(crate) mod device;
 
 /// Values a band holds at most (64 MB of f32).
 const BAND_VALUES: usize = 16 << 20;
@@ -82,6 +82,10 @@ pub struct FrameRequest {
     pub threshold: f32,
     /// Decode every pixel exactly (LangSplat V1) instead of through the code table.
     pub exact: bool,
+    /// Where the frame is made on the device, also encode it there as a JPEG of this
+    /// quality (the frame's `jpeg`; its `rgb` is then empty, and only the compressed
+    /// bytes come back). The host path ignores it.
+    pub jpeg: Option<u8>,
 }
 
 /// Milliseconds spent per stage.
@@ -98,6 +102,8 @@ pub struct Timings {
     pub relevancy: f64,
     /// Turning values into the picture (heat map, segmentation, PCA colours).
     pub shade: f64,
+    /// Encoding the JPEG on the device (0 when the host encodes it).
+    pub encode: f64,
     /// The whole frame.
     pub total: f64,
 }
@@ -109,8 +115,10 @@ pub struct Frame {
     pub width: u32,
     /// Height.
     pub height: u32,
-    /// RGB8, row-major.
+    /// RGB8, row-major (empty when `jpeg` holds the picture).
     pub rgb: Vec<u8>,
+    /// The picture as a JPEG made on the device (see [`FrameRequest::jpeg`]).
+    pub jpeg: Option<Vec<u8>>,
     /// The relevancy map (relevancy and segmentation modes), row-major.
     pub relevancy: Option<Vec<f32>>,
     /// Stage times.
@@ -526,6 +534,7 @@ impl<B: Backend> Renderer<B> {
             width: cam.width,
             height: cam.height,
             rgb: picture,
+            jpeg: None,
             relevancy: map,
             timings: tm,
             decode,

@@ -11,12 +11,16 @@
 //!   forming the 512-D features.
 //! - [`frame`]: one frame of one mode on a backend, with its timings.
 //! - [`ops`]: the device ops that make a frame's pictures where the rasterizer ran.
+//! - [`jpeg`]: baseline JPEG in independent blocks and restart intervals, so a
+//!   frame is encoded on many threads or on the device.
 
 pub mod answers;
 pub mod bench;
 pub mod encode;
 pub mod error;
 pub mod frame;
+pub mod jpeg;
+pub mod jpeg_ops;
 pub mod ops;
 pub mod protocol;
 pub mod scene;

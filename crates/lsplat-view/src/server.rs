@@ -109,6 +109,7 @@ impl App {
             query,
             threshold: view.threshold,
             exact: view.exact,
+            jpeg: None,
         })
     }
 

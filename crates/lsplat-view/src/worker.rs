@@ -73,7 +73,18 @@ fn run<B: Backend>(renderers: &mut [Renderer<B>], job: &Job) -> Result<Rendered>
     let r = renderers
         .get_mut(job.scene)
         .ok_or_else(|| ViewError::Request(format!("no scene {}", job.scene)))?;
-    let frame = r.render(&job.request)?;
+    // A JPEG is made on the device too where the frame is made there.
+    let mut request = job.request.clone();
+    request.jpeg = (job.format == Format::Jpeg).then_some(job.quality);
+    let mut frame = r.render(&request)?;
+    if let Some(bytes) = frame.jpeg.take() {
+        let encode_ms = frame.timings.encode;
+        return Ok(Rendered {
+            frame,
+            bytes,
+            encode_ms,
+        });
+    }
     let t = Instant::now();
     let bytes = encode(
         &frame.rgb,

@@ -3,7 +3,8 @@
 //! answer every pixel (a V1 level's code table interpolated on the device, its
 //! missing vertices decoded on the host from a bit set of the cells the frame
 //! touches; a linear level's dot products) and shade the picture, and only the RGB8
-//! picture (and, for a query, the relevancy map) is read back. The pictures are the
+//! picture, or its JPEG made there too (`FrameRequest::jpeg`, [`crate::jpeg_ops`]),
+//! and for a query the relevancy map, is read back. The pictures are the
 //! host path's, bit for bit on simt (tested below).
 
 use std::time::Instant;
@@ -12,6 +13,7 @@ use lsplat_device::{Backend, Element, OpArg};
 use lsplat_query::picture::heat_top;
 
 use super::{Frame, FrameRequest, Mode, Renderer, Timings, ms};
+use crate::jpeg_ops::{JpegBuffers, encode_on};
 use crate::ops::{ViewOp, byte_words, unpack_bytes};
 use crate::scene::{Colours, Level, Semantic};
 use crate::segment_ops::SegmentOp;
@@ -49,6 +51,8 @@ pub(super) struct Buffers<B: Backend> {
     blended: Option<B::Buf<f32>>,
     range: Option<B::Buf<f32>>,
     ii: Option<B::Buf<u32>>,
+    /// The JPEG's tables, coefficients and intervals.
+    jpeg: JpegBuffers<B>,
 }
 
 impl<B: Backend> Default for Buffers<B> {
@@ -70,6 +74,7 @@ impl<B: Backend> Default for Buffers<B> {
             blended: None,
             range: None,
             ii: None,
+            jpeg: JpegBuffers::default(),
         }
     }
 }
@@ -87,7 +92,7 @@ pub(super) fn handles(level: &Level, req: &FrameRequest) -> bool {
 
 /// `slot`'s buffer of exactly `len` elements (at least one), reallocated when the
 /// length differs (for buffers read back whole).
-fn sized<'a, B: Backend, T: Element>(
+pub(crate) fn sized<'a, B: Backend, T: Element>(
     dev: &B,
     slot: &'a mut Option<B::Buf<T>>,
     len: usize,
@@ -98,7 +103,7 @@ fn sized<'a, B: Backend, T: Element>(
 /// `slot`'s buffer of at least `len` elements, reallocated only to grow (for buffers
 /// the device alone reads: a quick low-resolution frame between full ones reuses
 /// them).
-fn at_least<'a, B: Backend, T: Element>(
+pub(crate) fn at_least<'a, B: Backend, T: Element>(
     dev: &B,
     slot: &'a mut Option<B::Buf<T>>,
     len: usize,
@@ -374,7 +379,7 @@ impl<B: Backend> Renderer<B> {
 
         let t = Instant::now();
         let shaded = at_least(dev, &mut b.shaded, pixels)?;
-        let picture = match (req.mode, &map_host) {
+        let shown: Option<&B::Buf<u32>> = match (req.mode, &map_host) {
             (Mode::Relevancy, Some(m)) => {
                 let args = vec![
                     OpArg::U32(&*px),
@@ -382,7 +387,7 @@ impl<B: Backend> Renderer<B> {
                     OpArg::U32Mut(&mut *shaded),
                 ];
                 ViewOp::Heat { top: heat_top(m) }.run(dev, pixels, args)?;
-                read_picture(dev, shaded, &mut b.bytes, pixels)?
+                Some(shaded)
             }
             (Mode::Segmentation, Some(_)) => {
                 let (k, r) = (lerf::BOX_SIZE, lerf::VOTE_RADIUS);
@@ -407,7 +412,7 @@ impl<B: Backend> Renderer<B> {
                     OpArg::U32Mut(&mut *shaded),
                 ];
                 SegmentOp::Vote { w, h, r }.run(dev, args)?;
-                read_picture(dev, shaded, &mut b.bytes, pixels)?
+                Some(shaded)
             }
             (Mode::Features, _) => match (&level.pca, answers) {
                 (Some(pca), true) => {
@@ -422,18 +427,30 @@ impl<B: Backend> Renderer<B> {
                         OpArg::U32Mut(&mut *shaded),
                     ];
                     ViewOp::Pca { t: nt, keep }.run(dev, pixels, args)?;
-                    read_picture(dev, shaded, &mut b.bytes, pixels)?
+                    Some(shaded)
                 }
                 // A text space too narrow for three axes: black.
-                _ => vec![0u8; pixels * 3],
+                _ => None,
             },
-            _ => read_picture(dev, px, &mut b.bytes, pixels)?,
+            _ => Some(px),
         };
-        tm.shade = ms(t);
+        let (picture, jpeg) = match (shown, req.jpeg) {
+            (Some(buf), Some(quality)) => {
+                let te = Instant::now();
+                let (fw, fh) = (req.camera.width, req.camera.height);
+                let jpeg = encode_on(dev, buf, &mut b.jpeg, fw, fh, quality)?;
+                tm.encode = ms(te);
+                (Vec::new(), Some(jpeg))
+            }
+            (Some(buf), None) => (read_picture(dev, buf, &mut b.bytes, pixels)?, None),
+            (None, _) => (vec![0u8; pixels * 3], None),
+        };
+        tm.shade = ms(t) - tm.encode;
         Ok(Frame {
             width: req.camera.width,
             height: req.camera.height,
             rgb: picture,
+            jpeg,
             relevancy: map_host,
             timings: tm,
             decode,

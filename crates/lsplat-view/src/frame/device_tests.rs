@@ -134,13 +134,14 @@ impl BackendVisitor for SamePictures {
             .flat_map(|c| [1, 2].map(|l| (c, l)))
             .flat_map(|(c, l)| modes.map(|m| (c, l, m)));
         for (camera, level, mode) in frames_to_make {
-            let req = FrameRequest {
+            let mut req = FrameRequest {
                 camera: camera.clone(),
                 mode,
                 level,
                 query: Some(query.clone()),
                 threshold: 0.4,
                 exact: false,
+                jpeg: None,
             };
             let what = format!("{name}, {}, level {level}, {mode:?}", camera.name);
             r.set_device_frames(false);
@@ -161,14 +162,26 @@ impl BackendVisitor for SamePictures {
                 (None, None) => {}
                 _ => panic!("{what}: one path made a map, the other none"),
             }
+            // The JPEG made on the device is the host encoder's of the host picture
+            // (4:2:0 and 4:4:4 in turn).
+            let quality = if frames % 2 == 0 { 75 } else { 92 };
+            req.jpeg = Some(quality);
+            let enc = r.render(&req).unwrap();
+            assert!(enc.rgb.is_empty(), "{what}: the picture came back too");
+            let want = crate::jpeg::encode(&host.rgb, camera.width, camera.height, quality, 2);
+            assert_eq!(
+                enc.jpeg.as_deref(),
+                Some(&want.unwrap()[..]),
+                "{what}: the JPEG at quality {quality}"
+            );
             frames += 1;
         }
         (frames, relevant)
     }
 }
 
-/// The device path's pictures and relevancy maps are the host path's, bit for
-/// bit: on the CPU (the ops' native implementations) and on simt (the kernels, at
+/// The device path's pictures, JPEGs and relevancy maps are the host path's, bit
+/// for bit: on the CPU (the ops' native implementations) and on simt (the kernels, at
 /// warp 32 in order and warp 64 in a random order), for every mode of a V1 level (the code table on the device) and a linear one.
 #[test]
 fn device_frames_are_the_host_frames() {
