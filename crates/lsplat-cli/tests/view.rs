@@ -769,7 +769,66 @@ async fn the_viewer_in_a_browser() {
     let (_, _, last) = full_picture(&c).await;
     assert_same("the saved PNG", &decode_png(&saved).2, &last);
     screenshot(&c, "moved").await;
+
+    // 10. Chromium reads the viewer's own JPEG (what a GPU makes: restart intervals,
+    // 4:2:0 below quality 90 and 4:4:4 from it) as well as the jpeg-encoder crate's
+    // JPEG of the same picture.
+    for quality in [75u8, 92] {
+        let ours = lsplat_view::jpeg::encode(&want_rgb, W, H, quality, 2).unwrap();
+        let theirs = lsplat_view::encode::encode(
+            &want_rgb,
+            W,
+            H,
+            lsplat_view::encode::Format::Jpeg,
+            quality,
+        )
+        .unwrap();
+        let (a, b) = (
+            psnr(&browser_jpeg(&c, &ours).await, &want_rgb),
+            psnr(&browser_jpeg(&c, &theirs).await, &want_rgb),
+        );
+        eprintln!("Chromium, quality {quality}: ours {a:.2} dB, jpeg-encoder's {b:.2} dB");
+        assert!(
+            a > 28.0 && a > b - 0.5,
+            "quality {quality}: ours {a:.2} dB, jpeg-encoder's {b:.2} dB in Chromium"
+        );
+    }
     c.close().await.unwrap();
+}
+
+/// A JPEG decoded by the browser (RGB of a W×H picture).
+async fn browser_jpeg(c: &Client, jpeg: &[u8]) -> Vec<u8> {
+    let v = c
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             const blob = new Blob([new Uint8Array(arguments[0])], {type: 'image/jpeg'});
+             createImageBitmap(blob).then(b => {
+               const cv = new OffscreenCanvas(b.width, b.height);
+               const x = cv.getContext('2d');
+               x.drawImage(b, 0, 0);
+               done([b.width, b.height, Array.from(x.getImageData(0, 0, b.width, b.height).data)]);
+             }).catch(e => done(String(e)));",
+            vec![json!(jpeg)],
+        )
+        .await
+        .unwrap();
+    let (w, h, rgba): (u32, u32, Vec<u8>) =
+        serde_json::from_value(v.clone()).unwrap_or_else(|_| panic!("Chromium: {v}"));
+    assert_eq!((w, h), (W, H));
+    rgba.chunks_exact(4)
+        .flat_map(|p| [p[0], p[1], p[2]])
+        .collect()
+}
+
+fn psnr(a: &[u8], b: &[u8]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let mse = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| (x as f64 - y as f64).powi(2))
+        .sum::<f64>()
+        / a.len() as f64;
+    10.0 * (255.0f64.powi(2) / mse.max(1e-12)).log10()
 }
 
 /// Bad input to `view` (no browser needed): a run that does not exist, a non-loopback
