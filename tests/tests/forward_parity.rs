@@ -158,9 +158,12 @@ fn operator_rows_are_the_reference_weights() {
             let ids: Vec<usize> = row.iter().map(|e| e.0 as usize).collect();
             let ref_ids: Vec<usize> = r.weights.iter().map(|e| e.0).collect();
             assert_eq!(ids, ref_ids, "pixel {p}: contributors differ");
+            // float32 against float64: over 450 seeds the largest relative error
+            // was 1.05e-5 (seed 1796084695877774824 failed a 1e-5 bound); a wrong
+            // weight is off by far more than 3e-5.
             for (a, b) in row.iter().zip(&r.weights) {
                 assert!(
-                    (a.1 as f64 - b.1).abs() <= 1e-5 * b.1.max(1e-3),
+                    (a.1 as f64 - b.1).abs() <= 3e-5 * b.1.max(1e-3),
                     "pixel {p}: weight {} vs {}",
                     a.1,
                     b.1
