@@ -540,14 +540,10 @@ fn solvers_run_on_the_gpu_backend() {
     let seed = fresh_seed("solvers_run_on_the_gpu_backend");
     let (n, size) = (250, (40, 32));
     let (g, cams) = geometry(seed, n, 3, size);
-    let mut rng = Rng::new(seed);
-    let labels: Vec<Vec<ImageLabels>> = (0..2)
-        .map(|_| {
-            cams.iter()
-                .map(|c| random_labels(&mut rng, c, 3, 4, 0.5))
-                .collect()
-        })
-        .collect();
+    // Pixels where float32 may decide either way are left out: a depth tie sorted
+    // the other way round by one backend moves a Gaussian's weight by far more than
+    // one flipped contribution (seed 1796009919390043022: 23.84 vs 22.38).
+    let labels = labels_avoiding_ambiguity(seed, &g, &cams, 2);
     let fit = vec![0, 2];
     let opts = LsqOptions {
         tol: 1e-5,
