@@ -252,16 +252,29 @@ pub fn tables(quality: u8) -> Vec<u32> {
     t
 }
 
-/// JFIF's Y, Cb, Cr of a pixel in 16-bit fixed point.
+/// JFIF's Y (k = 0), Cb (1) or Cr (2) of a pixel in 16-bit fixed point.
 #[inline]
-pub fn ycbcr(c: [u8; 3]) -> [i32; 3] {
+pub fn component(c: [u8; 3], k: usize) -> i32 {
     let (r, g, b) = (c[0] as i32, c[1] as i32, c[2] as i32);
-    [
-        (19595 * r + 38470 * g + 7471 * b + 32768) >> 16,
-        (-11059 * r - 21709 * g + 32768 * b + (128 << 16) + 32767) >> 16,
-        (32768 * r - 27439 * g - 5329 * b + (128 << 16) + 32767) >> 16,
-    ]
+    match k {
+        0 => (19595 * r + 38470 * g + 7471 * b + 32768) >> 16,
+        1 => (-11059 * r - 21709 * g + 32768 * b + (128 << 16) + 32767) >> 16,
+        _ => (32768 * r - 27439 * g - 5329 * b + (128 << 16) + 32767) >> 16,
+    }
 }
+
+/// `ceil(2^24 / q)`: `t / q` is `(t · RECIP[q]) >> 24` exactly for every `t < 2^12`
+/// and `q ≤ 255` (the error `t / 2^24 < 2^-12` stays below the `1/q` to the next
+/// integer), so the host quantises without dividing.
+const RECIP: [u64; 256] = {
+    let mut r = [0u64; 256];
+    let mut q = 1;
+    while q < 256 {
+        r[q] = (1u64 << 24).div_ceil(q as u64);
+        q += 1;
+    }
+    r
+};
 
 /// The quantised coefficients of block `index` (zigzag order) of a frame whose
 /// pixel (x, y) is `pixel(x, y)`.
@@ -278,45 +291,59 @@ pub fn block(
     let s = layout.sub;
     let at = |x: usize, y: usize| pixel(x.min(layout.width - 1), y.min(layout.height - 1));
     let luma = b < s * s;
-    let mut f = [0i32; 64];
-    for (i, v) in f.iter_mut().enumerate() {
-        let (r, c) = (i / 8, i % 8);
-        *v = if luma {
-            let x = mx * 8 * s + (b % s) * 8 + c;
-            let y = my * 8 * s + (b / s) * 8 + r;
-            ycbcr(at(x, y))[0]
-        } else {
-            let k = b - s * s + 1;
-            let (x, y) = ((mx * 8 + c) * s, (my * 8 + r) * s);
-            let mut sum = 0;
-            for dy in 0..s {
-                for dx in 0..s {
-                    sum += ycbcr(at(x + dx, y + dy))[k];
+    let mut f = [[0i32; 8]; 8];
+    for (r, row) in f.iter_mut().enumerate() {
+        for (c, v) in row.iter_mut().enumerate() {
+            *v = if luma {
+                let x = mx * 8 * s + (b % s) * 8 + c;
+                let y = my * 8 * s + (b / s) * 8 + r;
+                component(at(x, y), 0)
+            } else {
+                let k = b - s * s + 1;
+                let (x, y) = ((mx * 8 + c) * s, (my * 8 + r) * s);
+                let mut sum = 0;
+                for dy in 0..s {
+                    for dx in 0..s {
+                        sum += component(at(x + dx, y + dy), k);
+                    }
                 }
-            }
-            if s == 2 { (sum + 2) >> 2 } else { sum }
-        } - 128;
+                if s == 2 { (sum + 2) >> 2 } else { sum }
+            } - 128;
+        }
     }
-    let m = &tables[..64];
-    let mut rows = [0i32; 64];
-    for r in 0..8 {
-        for u in 0..8 {
-            let mut acc = 0i32;
-            for x in 0..8 {
-                acc += f[r * 8 + x] * m[u * 8 + x] as i32;
+    // The matrix and its transpose; the sums are exact integers, so any order of
+    // the products gives the kernel's values (these loops run 8 lanes at a time).
+    let m: [[i32; 8]; 8] =
+        std::array::from_fn(|u| std::array::from_fn(|x| tables[u * 8 + x] as i32));
+    let mt: [[i32; 8]; 8] = std::array::from_fn(|x| std::array::from_fn(|u| m[u][x]));
+    let mut rows = [[0i32; 8]; 8];
+    for (fr, out) in f.iter().zip(rows.iter_mut()) {
+        let mut acc = [0i32; 8];
+        for (&v, mrow) in fr.iter().zip(&mt) {
+            for (a, &w) in acc.iter_mut().zip(mrow) {
+                *a += v * w;
             }
-            rows[r * 8 + u] = (acc + (1 << (DCT_BITS - PASS_BITS - 1))) >> (DCT_BITS - PASS_BITS);
+        }
+        for (o, a) in out.iter_mut().zip(acc) {
+            *o = (a + (1 << (DCT_BITS - PASS_BITS - 1))) >> (DCT_BITS - PASS_BITS);
+        }
+    }
+    let mut full = [[0i32; 8]; 8];
+    for (mv, out) in m.iter().zip(full.iter_mut()) {
+        for (&w, row) in mv.iter().zip(&rows) {
+            for (a, &r) in out.iter_mut().zip(row) {
+                *a += r * w;
+            }
         }
     }
     let q = &tables[QUANT_AT + if luma { 0 } else { 64 }..][..64];
+    const HALF: u32 = DCT_BITS + PASS_BITS - 1;
     for (k, &z) in ZIGZAG.iter().enumerate() {
-        let (v, u) = (z as usize / 8, z as usize % 8);
-        let mut acc = 0i32;
-        for y in 0..8 {
-            acc += rows[y * 8 + u] * m[v * 8 + y] as i32;
-        }
-        let d = (q[z as usize] as i32) << (DCT_BITS + PASS_BITS);
-        let mag = (acc.abs() + (d >> 1)) / d;
+        let acc = full[z as usize / 8][z as usize % 8];
+        let qz = q[z as usize];
+        // (|acc| + d/2) / d for d = q · 2^(HALF+1), as ⌊⌊n / 2^(HALF+1)⌋ / q⌋.
+        let t = (acc.unsigned_abs() + (qz << HALF)) >> (HALF + 1);
+        let mag = ((t as u64 * RECIP[qz as usize]) >> 24) as i32;
         let mag = if k == 0 { mag } else { mag.min(AC_MAX) };
         out[k] = if acc < 0 { -mag } else { mag };
     }

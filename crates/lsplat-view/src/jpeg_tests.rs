@@ -236,3 +236,13 @@ fn slots_hold_the_worst_blocks() {
     let jpg = encode(&rgb, w as u32, h as u32, 100, 2).unwrap();
     assert!(psnr(&decode(&jpg).2, &rgb) > 30.0);
 }
+
+/// The reciprocals divide exactly over the range the quantiser meets.
+#[test]
+fn reciprocals_divide_exactly() {
+    for q in 1..256u64 {
+        for t in 0..4096u64 {
+            assert_eq!((t * RECIP[q as usize]) >> 24, t / q, "{t} / {q}");
+        }
+    }
+}
