@@ -775,14 +775,10 @@ async fn the_viewer_in_a_browser() {
     // JPEG of the same picture.
     for quality in [75u8, 92] {
         let ours = lsplat_view::jpeg::encode(&want_rgb, W, H, quality, 2).unwrap();
-        let theirs = lsplat_view::encode::encode(
-            &want_rgb,
-            W,
-            H,
-            lsplat_view::encode::Format::Jpeg,
-            quality,
-        )
-        .unwrap();
+        let mut theirs = Vec::new();
+        jpeg_encoder::Encoder::new(&mut theirs, quality)
+            .encode(&want_rgb, W as u16, H as u16, jpeg_encoder::ColorType::Rgb)
+            .unwrap();
         let (a, b) = (
             psnr(&browser_jpeg(&c, &ours).await, &want_rgb),
             psnr(&browser_jpeg(&c, &theirs).await, &want_rgb),

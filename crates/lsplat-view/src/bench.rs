@@ -79,7 +79,14 @@ pub fn bench<B: Backend>(
                 Some(j) => (f.timings.encode, j.len()),
                 None => {
                     let t = Instant::now();
-                    let jpg = encode(&f.rgb, f.width, f.height, Format::Jpeg, quality)?;
+                    let jpg = encode(
+                        &f.rgb,
+                        f.width,
+                        f.height,
+                        Format::Jpeg,
+                        quality,
+                        r.threads(),
+                    )?;
                     (t.elapsed().as_secs_f64() * 1e3, jpg.len())
                 }
             };

@@ -23,27 +23,22 @@ impl Format {
     }
 }
 
-/// Encodes an RGB8 frame (`quality` 1–100 applies to JPEG).
-pub fn encode(rgb: &[u8], width: u32, height: u32, format: Format, quality: u8) -> Result<Vec<u8>> {
+/// Encodes an RGB8 frame (`quality` 1–100 applies to JPEG) on `threads` threads
+/// (the bytes do not depend on them): JPEG through [`crate::jpeg::encode`], the
+/// encoder a device runs too, so every backend sends the same bytes for a picture.
+pub fn encode(
+    rgb: &[u8],
+    width: u32,
+    height: u32,
+    format: Format,
+    quality: u8,
+    threads: usize,
+) -> Result<Vec<u8>> {
     match format {
         Format::Png => lsplat_query::picture::png_rgb(width, height, rgb)
             .map_err(|e| ViewError::Encode(e.to_string())),
-        Format::Jpeg => {
-            let (w, h) = (
-                u16::try_from(width).map_err(|_| too_big(width, height))?,
-                u16::try_from(height).map_err(|_| too_big(width, height))?,
-            );
-            let mut out = Vec::with_capacity(rgb.len() / 8);
-            let enc = jpeg_encoder::Encoder::new(&mut out, quality.clamp(1, 100));
-            enc.encode(rgb, w, h, jpeg_encoder::ColorType::Rgb)
-                .map_err(|e| ViewError::Encode(e.to_string()))?;
-            Ok(out)
-        }
+        Format::Jpeg => crate::jpeg::encode(rgb, width, height, quality.clamp(1, 100), threads),
     }
-}
-
-fn too_big(w: u32, h: u32) -> ViewError {
-    ViewError::Encode(format!("{w}x{h} is larger than JPEG's 65535 pixels a side"))
 }
 
 /// The stream's JPEG quality, adapted to how long frames take: when a full frame
@@ -103,15 +98,15 @@ mod tests {
     fn jpeg_and_png_round_trip_and_quality_adapts() {
         let (w, h) = (40u32, 24u32);
         let rgb: Vec<u8> = (0..w * h * 3).map(|i| ((i * 7) % 256) as u8).collect();
-        let png = encode(&rgb, w, h, Format::Png, 0).unwrap();
+        let png = encode(&rgb, w, h, Format::Png, 0, 1).unwrap();
         let dec = png::Decoder::new(std::io::Cursor::new(png));
         let mut r = dec.read_info().unwrap();
         let mut buf = vec![0; r.output_buffer_size().unwrap()];
         r.next_frame(&mut buf).unwrap();
         assert_eq!(buf, rgb);
-        let jpg = encode(&rgb, w, h, Format::Jpeg, 80).unwrap();
+        let jpg = encode(&rgb, w, h, Format::Jpeg, 80, 2).unwrap();
         assert_eq!(&jpg[..2], &[0xff, 0xd8], "a JPEG starts with SOI");
-        assert!(encode(&rgb, 70_000, 1, Format::Jpeg, 80).is_err());
+        assert!(encode(&rgb, 70_000, 1, Format::Jpeg, 80, 1).is_err());
         let mut q = Quality::new(60, 90, 50, 100.0);
         q.after_full_frame(150.0);
         q.after_full_frame(150.0);

@@ -177,6 +177,11 @@ fn padded(k: usize) -> usize {
 
 impl<B: Backend> Renderer<B> {
     /// Uploads the scene's splats and colours.
+    /// Host threads the renderer (and the host's JPEG) uses.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
     pub fn new(dev: Arc<B>, scene: Arc<ViewScene>, threads: usize) -> Result<Self> {
         let n = scene.gaussians.len();
         let rgb_rows = vec![0f32; n * 4];

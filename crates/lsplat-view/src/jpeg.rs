@@ -32,9 +32,10 @@ const TARGET_SEGMENTS: usize = 1024;
 const MIN_RESTART: usize = 8;
 
 /// Entries of the tables buffer: the DCT matrix, two quantisation tables (natural
-/// order), the zigzag order, and the codes (`code | length << 16`) of the DC luma,
-/// DC chroma, AC luma and AC chroma symbols.
-pub const TABLES_LEN: usize = AC_AT + 256 * 2;
+/// order), the zigzag order, the codes (`code | length << 16`) of the DC luma, DC
+/// chroma, AC luma and AC chroma symbols, and the quantisers' reciprocals (the host's
+/// division; the kernel divides).
+pub const TABLES_LEN: usize = RECIP_AT + 128;
 /// Where the quantisation tables start in that buffer.
 pub const QUANT_AT: usize = 64;
 /// Where the zigzag order starts.
@@ -43,6 +44,8 @@ pub const ZIGZAG_AT: usize = QUANT_AT + 128;
 pub const DC_AT: usize = ZIGZAG_AT + 64;
 /// Where the AC codes start.
 pub const AC_AT: usize = DC_AT + 32;
+/// Where the reciprocals of the quantisation tables start ([`RECIP`]).
+pub const RECIP_AT: usize = AC_AT + 512;
 
 const LUMA_Q: [u8; 64] = [
     16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55, 14, 13, 16, 24, 40, 57, 69, 56,
@@ -237,6 +240,9 @@ pub fn tables(quality: u8) -> Vec<u32> {
         for (o, v) in t[QUANT_AT + 64 * c..][..64].iter_mut().zip(q) {
             *o = v as u32;
         }
+        for (o, v) in t[RECIP_AT + 64 * c..][..64].iter_mut().zip(q) {
+            *o = RECIP[v as usize];
+        }
     }
     for (o, &z) in t[ZIGZAG_AT..DC_AT].iter_mut().zip(&ZIGZAG) {
         *o = z as u32;
@@ -263,14 +269,15 @@ pub fn component(c: [u8; 3], k: usize) -> i32 {
     }
 }
 
-/// `ceil(2^24 / q)`: `t / q` is `(t · RECIP[q]) >> 24` exactly for every `t < 2^12`
-/// and `q ≤ 255` (the error `t / 2^24 < 2^-12` stays below the `1/q` to the next
-/// integer), so the host quantises without dividing.
-const RECIP: [u64; 256] = {
-    let mut r = [0u64; 256];
+/// `ceil(2^20 / q)`: `t / q` is `(t · RECIP[q]) >> 20` exactly for every `t < 2^12`
+/// and `q ≤ 255` (the error, under `t / 2^20 < 2^-8`, stays below the `1/q` to the
+/// next integer, and the product fits in 32 bits), so the host quantises eight
+/// coefficients at a time without dividing.
+const RECIP: [u32; 256] = {
+    let mut r = [0u32; 256];
     let mut q = 1;
     while q < 256 {
-        r[q] = (1u64 << 24).div_ceil(q as u64);
+        r[q] = (1u32 << 20).div_ceil(q as u32);
         q += 1;
     }
     r
@@ -311,8 +318,14 @@ pub fn block(
             } - 128;
         }
     }
-    // The matrix and its transpose; the sums are exact integers, so any order of
-    // the products gives the kernel's values (these loops run 8 lanes at a time).
+    dct_quantise(&f, tables, luma, out);
+}
+
+/// The DCT of level-shifted samples, quantised, in zigzag order. The sums are exact
+/// integers, so any order of the products gives the kernel's values: these loops run
+/// 8 lanes at a time (AVX2 where the CPU has it).
+#[multiversion::multiversion(targets("x86_64+avx2"))]
+fn dct_quantise(f: &[[i32; 8]; 8], tables: &[u32], luma: bool, out: &mut [i32; 64]) {
     let m: [[i32; 8]; 8] =
         std::array::from_fn(|u| std::array::from_fn(|x| tables[u * 8 + x] as i32));
     let mt: [[i32; 8]; 8] = std::array::from_fn(|x| std::array::from_fn(|u| m[u][x]));
@@ -336,40 +349,72 @@ pub fn block(
             }
         }
     }
-    let q = &tables[QUANT_AT + if luma { 0 } else { 64 }..][..64];
+    let at = if luma { 0 } else { 64 };
+    let (q, recip) = (
+        &tables[QUANT_AT + at..][..64],
+        &tables[RECIP_AT + at..][..64],
+    );
     const HALF: u32 = DCT_BITS + PASS_BITS - 1;
-    for (k, &z) in ZIGZAG.iter().enumerate() {
-        let acc = full[z as usize / 8][z as usize % 8];
-        let qz = q[z as usize];
-        // (|acc| + d/2) / d for d = q · 2^(HALF+1), as ⌊⌊n / 2^(HALF+1)⌋ / q⌋.
-        let t = (acc.unsigned_abs() + (qz << HALF)) >> (HALF + 1);
-        let mag = ((t as u64 * RECIP[qz as usize]) >> 24) as i32;
-        let mag = if k == 0 { mag } else { mag.min(AC_MAX) };
-        out[k] = if acc < 0 { -mag } else { mag };
+    // (|acc| + d/2) / d for d = q · 2^(HALF+1), as ⌊⌊n / 2^(HALF+1)⌋ / q⌋, in
+    // natural order; then the zigzag.
+    let mut natural = [0i32; 64];
+    for (((o, a), qv), rv) in natural
+        .chunks_exact_mut(8)
+        .zip(&full)
+        .zip(q.chunks_exact(8))
+        .zip(recip.chunks_exact(8))
+    {
+        for (((o, &acc), &qz), &r) in o.iter_mut().zip(a).zip(qv).zip(rv) {
+            let t = (acc.unsigned_abs() + (qz << HALF)) >> (HALF + 1);
+            let mag = ((t * r) >> 20) as i32;
+            let mag = mag.min(AC_MAX);
+            *o = if acc < 0 { -mag } else { mag };
+        }
+    }
+    // The DC coefficient is not clamped (its differences are coded up to 2047).
+    let (acc, qz) = (full[0][0], q[0]);
+    let t = (acc.unsigned_abs() + (qz << HALF)) >> (HALF + 1);
+    let dc = ((t * recip[0]) >> 20) as i32;
+    natural[0] = if acc < 0 { -dc } else { dc };
+    for (o, &z) in out.iter_mut().zip(&ZIGZAG) {
+        *o = natural[z as usize];
     }
 }
 
-/// A bit writer into a byte slot, with JPEG's byte stuffing.
+/// A bit writer into a byte slot, with JPEG's byte stuffing (bits are gathered 32 at
+/// a time; the bytes are the kernel's, which writes them one by one).
 struct Bits<'a> {
     out: &'a mut [u8],
     len: usize,
-    acc: u32,
+    acc: u64,
     n: u32,
 }
 
 impl Bits<'_> {
     #[inline]
-    fn put(&mut self, code: u32, len: u32) {
-        self.acc = (self.acc << len) | (code & ((1u32 << len) - 1));
-        self.n += len;
-        while self.n >= 8 {
-            self.n -= 8;
-            let byte = (self.acc >> self.n) as u8;
-            self.out[self.len] = byte;
+    fn byte(&mut self, byte: u8) {
+        self.out[self.len] = byte;
+        self.len += 1;
+        if byte == 0xff {
+            self.out[self.len] = 0;
             self.len += 1;
-            if byte == 0xff {
-                self.out[self.len] = 0;
-                self.len += 1;
+        }
+    }
+
+    #[inline]
+    fn put(&mut self, code: u32, len: u32) {
+        self.acc = (self.acc << len) | u64::from(code & ((1u32 << len) - 1));
+        self.n += len;
+        if self.n >= 32 {
+            self.n -= 32;
+            let word = ((self.acc >> self.n) as u32).to_be_bytes();
+            if word.contains(&0xff) {
+                for b in word {
+                    self.byte(b);
+                }
+            } else {
+                self.out[self.len..self.len + 4].copy_from_slice(&word);
+                self.len += 4;
             }
         }
     }
@@ -380,8 +425,14 @@ impl Bits<'_> {
     }
 
     fn finish(mut self) -> usize {
+        while self.n >= 8 {
+            self.n -= 8;
+            self.byte((self.acc >> self.n) as u8);
+        }
         if self.n > 0 {
-            self.put(0x7f, 8 - self.n);
+            let pad = 8 - self.n;
+            self.byte(((self.acc << pad) as u8) | ((1u8 << pad) - 1));
+            self.n = 0;
         }
         self.len
     }
@@ -461,6 +512,76 @@ pub fn offsets(lens: &[u32]) -> Vec<u32> {
     o
 }
 
+/// One MCU row's Y, Cb and Cr, edges repeated to whole MCUs (the host's way to the
+/// same samples [`block`] reads one pixel at a time).
+#[derive(Default)]
+struct Planes {
+    width: usize,
+    planes: [Vec<i32>; 3],
+}
+
+impl Planes {
+    /// Converts MCU row `my` of `rgb`.
+    fn fill(&mut self, layout: &Layout, rgb: &[u8], my: usize) {
+        let s = layout.sub;
+        let (w, rows) = (layout.mcu_x * 8 * s, 8 * s);
+        self.width = w;
+        for p in &mut self.planes {
+            p.resize(w * rows, 0);
+        }
+        let [py, pb, pr] = &mut self.planes;
+        for r in 0..rows {
+            let y = (my * rows + r).min(layout.height - 1);
+            let src = &rgb[y * layout.width * 3..(y + 1) * layout.width * 3];
+            let (oy, ob, or) = (
+                &mut py[r * w..(r + 1) * w],
+                &mut pb[r * w..(r + 1) * w],
+                &mut pr[r * w..(r + 1) * w],
+            );
+            for (x, px) in src.chunks_exact(3).enumerate() {
+                let c = [px[0], px[1], px[2]];
+                (oy[x], ob[x], or[x]) = (component(c, 0), component(c, 1), component(c, 2));
+            }
+            for x in layout.width..w {
+                (oy[x], ob[x], or[x]) = (oy[x - 1], ob[x - 1], or[x - 1]);
+            }
+        }
+    }
+
+    /// The row's blocks, MCU by MCU, into `out`.
+    fn coefs(&self, layout: &Layout, tables: &[u32], out: &mut [i32]) {
+        let (s, w) = (layout.sub, self.width);
+        let mut blocks = out.chunks_exact_mut(64);
+        for mx in 0..layout.mcu_x {
+            for b in 0..layout.blocks_per_mcu() {
+                let luma = b < s * s;
+                let mut f = [[0i32; 8]; 8];
+                for (r, row) in f.iter_mut().enumerate() {
+                    for (c, v) in row.iter_mut().enumerate() {
+                        *v = if luma {
+                            self.planes[0][((b / s) * 8 + r) * w + mx * 8 * s + (b % s) * 8 + c]
+                        } else {
+                            let plane = &self.planes[b - s * s + 1];
+                            let (x, y) = ((mx * 8 + c) * s, r * s);
+                            if s == 2 {
+                                let at = |dx: usize, dy: usize| plane[(y + dy) * w + x + dx];
+                                (at(0, 0) + at(1, 0) + at(0, 1) + at(1, 1) + 2) >> 2
+                            } else {
+                                plane[y * w + x]
+                            }
+                        } - 128;
+                    }
+                }
+                let o: &mut [i32; 64] = blocks
+                    .next()
+                    .and_then(|o| o.try_into().ok())
+                    .expect("a block per MCU and component");
+                dct_quantise(&f, tables, luma, o);
+            }
+        }
+    }
+}
+
 /// The file's bytes before the entropy-coded data: SOI, JFIF, the quantisation and
 /// Huffman tables, the frame, the restart interval and the scan header.
 pub fn header(layout: &Layout, quality: u8) -> Vec<u8> {
@@ -525,21 +646,19 @@ pub fn encode(rgb: &[u8], width: u32, height: u32, quality: u8, threads: usize) 
         )));
     }
     let tables = tables(quality);
-    let pixel = |x: usize, y: usize| {
-        let p = (y * layout.width + x) * 3;
-        [rgb[p], rgb[p + 1], rgb[p + 2]]
-    };
     let threads = threads.max(1);
-    let bpm = layout.blocks_per_mcu();
+    let row_len = layout.mcu_x * layout.blocks_per_mcu() * 64;
     let mut coefs = vec![0i32; layout.blocks() * 64];
-    let per = layout.mcus().div_ceil(threads) * bpm * 64;
+    let per = layout.mcu_y.div_ceil(threads) * row_len;
     std::thread::scope(|s| {
         for (c, chunk) in coefs.chunks_mut(per).enumerate() {
-            let (tables, pixel) = (&tables, &pixel);
+            let tables = &tables;
             s.spawn(move || {
-                for (i, out) in chunk.chunks_exact_mut(64).enumerate() {
-                    let out: &mut [i32; 64] = out.try_into().expect("64 coefficients");
-                    block(&layout, tables, c * per / 64 + i, pixel, out);
+                let mut planes = Planes::default();
+                for (i, out) in chunk.chunks_exact_mut(row_len).enumerate() {
+                    let my = c * (per / row_len) + i;
+                    planes.fill(&layout, rgb, my);
+                    planes.coefs(&layout, tables, out);
                 }
             });
         }

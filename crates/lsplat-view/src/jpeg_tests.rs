@@ -240,9 +240,49 @@ fn slots_hold_the_worst_blocks() {
 /// The reciprocals divide exactly over the range the quantiser meets.
 #[test]
 fn reciprocals_divide_exactly() {
-    for q in 1..256u64 {
-        for t in 0..4096u64 {
-            assert_eq!((t * RECIP[q as usize]) >> 24, t / q, "{t} / {q}");
+    for q in 1..256u32 {
+        for t in 0..4096u32 {
+            assert_eq!((t * RECIP[q as usize]) >> 20, t / q, "{t} / {q}");
+        }
+    }
+}
+
+/// `encode`'s MCU rows of converted planes give the bytes of [`block`]'s one pixel
+/// at a time (what the device op and its CPU code run), with edges repeated.
+#[test]
+fn planes_are_the_blocks() {
+    for (w, h) in [(37usize, 21usize), (64, 48), (9, 70)] {
+        let rgb = picture(w, h, 9);
+        for quality in [70u8, 95] {
+            let layout = Layout::new(w as u32, h as u32, quality).unwrap();
+            let t = tables(quality);
+            let mut coefs = vec![0i32; layout.blocks() * 64];
+            for (i, c) in coefs.chunks_exact_mut(64).enumerate() {
+                let pixel = |x: usize, y: usize| {
+                    let p = (y * w + x) * 3;
+                    [rgb[p], rgb[p + 1], rgb[p + 2]]
+                };
+                block(&layout, &t, i, pixel, c.try_into().unwrap());
+            }
+            let mut slot = vec![0u8; layout.slot_bytes()];
+            let lens: Vec<u32> = (0..layout.segments())
+                .map(|s| segment(&layout, &t, &coefs, s, &mut slot) as u32)
+                .collect();
+            let mut data = Vec::new();
+            for s in 0..layout.segments() {
+                let len = segment(&layout, &t, &coefs, s, &mut slot);
+                data.extend_from_slice(&slot[..len]);
+                if s + 1 < layout.segments() {
+                    data.extend([0xff, 0xd0 + (s % 8) as u8]);
+                }
+            }
+            assert_eq!(offsets(&lens).last().copied(), Some(data.len() as u32));
+            let want = file(&layout, quality, &data);
+            assert_eq!(
+                encode(&rgb, w as u32, h as u32, quality, 2).unwrap(),
+                want,
+                "{w}x{h} at {quality}"
+            );
         }
     }
 }

@@ -92,6 +92,7 @@ fn run<B: Backend>(renderers: &mut [Renderer<B>], job: &Job) -> Result<Rendered>
         frame.height,
         job.format,
         job.quality,
+        r.threads(),
     )?;
     Ok(Rendered {
         frame,
