@@ -11,13 +11,11 @@
 //! | `Pack` | words of the joined intervals | slots, lens, offsets, out (w) |
 
 use lsplat_device::check::at_least;
-use lsplat_device::{
-    Backend, DeviceError, DeviceOp, HostArgs, HostPool, OpArg, OpKernel, Result, Scalar,
-};
+use lsplat_device::{Backend, DeviceOp, HostArgs, HostPool, OpArg, OpKernel, Result, Scalar};
 
 use crate::frame::device::{at_least as grown, sized};
 use crate::jpeg::{self, Layout};
-use crate::ops::{PLUGIN, unpack};
+use crate::ops::{PLUGIN, check_counts, unpack};
 
 const SOURCE: &str = include_str!("../kernels/jpeg.cu");
 const BLOCK: u32 = 128;
@@ -122,18 +120,7 @@ impl DeviceOp for JpegOp {
     fn check(&self, items: usize, lens: &[usize]) -> Result<()> {
         let n = self.name();
         let args = self.buffers() + self.scalars().len();
-        if lens.len() != args {
-            return Err(DeviceError::shape(
-                n,
-                format!("{} arguments, {args} expected", lens.len()),
-            ));
-        }
-        if items != self.items() {
-            return Err(DeviceError::shape(
-                n,
-                format!("{items} items, {} expected", self.items()),
-            ));
-        }
+        check_counts(n, lens.len(), args, items, self.items())?;
         let l = self.layout();
         let slot_words = l.slot_bytes() / 4;
         match *self {

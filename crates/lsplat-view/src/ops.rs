@@ -237,6 +237,26 @@ fn wrong_count(op: &'static str, got: usize, want: usize) -> DeviceError {
     DeviceError::shape(op, format!("{got} arguments, {want} expected"))
 }
 
+/// The argument and item counts of a call of an op that knows its own items.
+pub(crate) fn check_counts(
+    op: &'static str,
+    args: usize,
+    want_args: usize,
+    items: usize,
+    want_items: usize,
+) -> Result<()> {
+    if args != want_args {
+        return Err(wrong_count(op, args, want_args));
+    }
+    if items != want_items {
+        return Err(DeviceError::shape(
+            op,
+            format!("{items} items, {want_items} expected"),
+        ));
+    }
+    Ok(())
+}
+
 impl DeviceOp for ViewOp {
     fn plugin(&self) -> &'static str {
         PLUGIN

@@ -16,11 +16,11 @@
 
 use lsplat_device::Scalar;
 use lsplat_device::check::at_least;
-use lsplat_device::{Backend, DeviceError, DeviceOp, HostArgs, HostPool, OpArg, OpKernel, Result};
+use lsplat_device::{Backend, DeviceOp, HostArgs, HostPool, OpArg, OpKernel, Result};
 
 use lsplat_query::lerf::reflect101;
 
-use crate::ops::{PLUGIN, pack, unpack};
+use crate::ops::{PLUGIN, check_counts, pack, unpack};
 
 /// Threads of the block that finds the blended map's range (`VIEW_REDUCE`).
 pub const REDUCE: usize = 256;
@@ -160,18 +160,7 @@ impl DeviceOp for SegmentOp {
     fn check(&self, items: usize, lens: &[usize]) -> Result<()> {
         let n = self.name();
         let args = self.buffers() + self.scalars().len();
-        if lens.len() != args {
-            return Err(DeviceError::shape(
-                n,
-                format!("{} arguments, {args} expected", lens.len()),
-            ));
-        }
-        if items != self.items() {
-            return Err(DeviceError::shape(
-                n,
-                format!("{items} items, {} expected", self.items()),
-            ));
-        }
+        check_counts(n, lens.len(), args, items, self.items())?;
         match *self {
             SegmentOp::BoxRows { w, h, k } | SegmentOp::BoxCols { w, h, k } => {
                 at_least(n, "box side", k, 1)?;
