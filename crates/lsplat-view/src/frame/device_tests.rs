@@ -219,3 +219,59 @@ fn set_bits_lists_the_marked_cells() {
     let words = [0b1010u32, 0, 1 << 31];
     assert_eq!(set_bits(&words).collect::<Vec<_>>(), vec![1, 3, 95]);
 }
+
+/// The render thread sends the JPEG the device made (the frame's picture does not
+/// come back), the bytes of the host's encoder; a PNG request reads the picture.
+#[test]
+fn the_render_thread_sends_the_device_jpeg() {
+    use crate::encode::Format;
+    use crate::worker::{Job, spawn};
+    let (scene, _) = scene();
+    let scene = Arc::new(scene);
+    let camera = Camera::look_at(
+        "worker",
+        (72, 48),
+        1.0,
+        Vec3::new(0.3, -0.2, -3.2),
+        Vec3::ZERO,
+        Vec3::Y,
+    );
+    let request = FrameRequest {
+        camera: camera.clone(),
+        mode: Mode::Rgb,
+        level: 1,
+        query: None,
+        threshold: 0.4,
+        exact: false,
+        jpeg: None,
+    };
+    let dev = Arc::new(lsplat_cpu::CpuBackend::new(2));
+    let mut host = Renderer::new(dev.clone(), scene.clone(), 2).unwrap();
+    let picture = host.render(&request).unwrap().rgb;
+    let mut on = Renderer::new(dev, scene, 2).unwrap();
+    on.set_device_frames(true);
+    let (tx, handle) = spawn(vec![on]).unwrap();
+    let ask = |format: Format| {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let job = Job {
+            scene: 0,
+            request: request.clone(),
+            format,
+            quality: 80,
+            reply,
+        };
+        tx.blocking_send(job)
+            .map_err(|_| "the render thread ended")
+            .unwrap();
+        rx.blocking_recv().unwrap().unwrap()
+    };
+    let jpeg = ask(Format::Jpeg);
+    assert!(jpeg.frame.rgb.is_empty(), "the picture came back too");
+    let want = crate::jpeg::encode(&picture, 72, 48, 80, 1).unwrap();
+    assert_eq!(jpeg.bytes, want);
+    let png = ask(Format::Png);
+    assert_eq!(png.frame.rgb, picture);
+    assert_eq!(&png.bytes[1..4], b"PNG");
+    drop(tx);
+    handle.join().unwrap();
+}
