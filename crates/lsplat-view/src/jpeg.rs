@@ -666,7 +666,7 @@ pub fn encode(rgb: &[u8], width: u32, height: u32, quality: u8, threads: usize) 
     let n = layout.segments();
     let slot = layout.slot_bytes();
     let per = n.div_ceil(threads);
-    let mut parts: Vec<(Vec<u8>, Vec<u32>)> = Vec::new();
+    let mut parts: Vec<Vec<u8>> = Vec::new();
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .step_by(per)
@@ -674,16 +674,15 @@ pub fn encode(rgb: &[u8], width: u32, height: u32, quality: u8, threads: usize) 
                 let (tables, coefs) = (&tables, &coefs);
                 s.spawn(move || {
                     let mut buf = vec![0u8; slot];
-                    let (mut data, mut lens) = (Vec::new(), Vec::new());
+                    let mut data = Vec::new();
                     for i in first..(first + per).min(n) {
                         let len = segment(&layout, tables, coefs, i, &mut buf);
                         data.extend_from_slice(&buf[..len]);
                         if i + 1 < n {
                             data.extend([0xff, 0xd0 + (i % 8) as u8]);
                         }
-                        lens.push(len as u32);
                     }
-                    (data, lens)
+                    data
                 })
             })
             .collect();
@@ -692,8 +691,7 @@ pub fn encode(rgb: &[u8], width: u32, height: u32, quality: u8, threads: usize) 
             .map(|h| h.join().expect("a JPEG thread panicked"))
             .collect();
     });
-    let data: Vec<u8> = parts.iter().flat_map(|(d, _)| d.iter().copied()).collect();
-    Ok(file(&layout, quality, &data))
+    Ok(file(&layout, quality, &parts.concat()))
 }
 
 #[cfg(test)]
