@@ -132,8 +132,9 @@ pub const DEPTH_MARGIN: f64 = 1e-6;
 
 /// A rendered pixel and whether a discrete decision was within `margin` (relative)
 /// of its threshold, so that float32 rounding could flip it: an alpha or
-/// transmittance test, or (when `margin > 0`) the order of two contributing splats
-/// whose depths differ by at most [`DEPTH_MARGIN`] (relative).
+/// transmittance test, or (when `margin > 0`) the order of two splats that pass the
+/// α test (each contributes or ends the pixel) whose depths differ by at most
+/// [`DEPTH_MARGIN`] (relative).
 #[derive(Clone, Debug)]
 pub struct RefPixel {
     /// Composited features.
@@ -173,19 +174,21 @@ pub fn pixel(
         if sigma < 0.0 || alpha < at {
             continue;
         }
+        // Two splats that pass the α test at nearly the same depth may be sorted
+        // either way, including the one that ends the pixel: a backend that sorts it
+        // first ends the pixel before the other contributes.
+        if let Some(d) = last_depth
+            && margin > 0.0
+            && (s.depth - d).abs() <= DEPTH_MARGIN * s.depth.abs().max(d.abs())
+        {
+            ambiguous = true;
+        }
         let next = t * (1.0 - alpha);
         if (next - ts).abs() < margin * ts {
             ambiguous = true;
         }
         if next <= ts {
             break;
-        }
-        // Two contributing splats at nearly the same depth may be sorted either way.
-        if let Some(d) = last_depth
-            && margin > 0.0
-            && (s.depth - d).abs() <= DEPTH_MARGIN * s.depth.abs().max(d.abs())
-        {
-            ambiguous = true;
         }
         last_depth = Some(s.depth);
         let w = alpha * t;

@@ -162,16 +162,9 @@ pub fn admit_caches<B: Backend>(
         // disk (an operator, when spilling is on and the disk has room: the same
         // bits, so the run does not change) or are evicted, until it fits.
         while stats.bytes + bytes as u64 > budget.limit {
-            let victim = cams
-                .iter()
-                .filter(|(e, c, b)| {
-                    b.is_none()
-                        && *e != entity
-                        && c.cache.level() > CacheLevel::None
-                        && !c.cache.on_disk(&dev.0)
-                })
-                .min_by_key(|(e, c, _)| (c.last_used, *e))
-                .map(|(e, ..)| e);
+            let victim = least_recent(&cams, entity, false, |c| {
+                c.cache.level() > CacheLevel::None && !c.cache.on_disk(&dev.0)
+            });
             let Some(victim) = victim else { break };
             let Ok((_, mut vc, _)) = cams.get_mut(victim) else {
                 break;
@@ -203,16 +196,9 @@ pub fn admit_caches<B: Backend>(
             let Some(placer) = spill.placer.as_mut() else {
                 break;
             };
-            let victim = cams
-                .iter()
-                .filter(|(e, c, b)| {
-                    b.is_some()
-                        && *e != entity
-                        && matches!(c.cache, RasterCache::Operator { .. })
-                        && !c.cache.on_disk(&dev.0)
-                })
-                .min_by_key(|(e, c, _)| (c.last_used, *e))
-                .map(|(e, ..)| e);
+            let victim = least_recent(&cams, entity, true, |c| {
+                matches!(c.cache, RasterCache::Operator { .. }) && !c.cache.on_disk(&dev.0)
+            });
             let Some(victim) = victim else { break };
             let Ok((_, mut vc, _)) = cams.get_mut(victim) else {
                 break;
@@ -257,6 +243,20 @@ pub fn admit_caches<B: Backend>(
             c.cache = new_cache;
         }
     }
+}
+
+/// The least recently used camera other than `entity`, in this batch or outside it
+/// (`in_batch`), whose cache passes `keep` (ties go to the lower entity).
+fn least_recent<B: Backend>(
+    cams: &Query<(Entity, &mut Cache<B>, Option<&InBatch>)>,
+    entity: Entity,
+    in_batch: bool,
+    keep: impl Fn(&Cache<B>) -> bool,
+) -> Option<Entity> {
+    cams.iter()
+        .filter(|(e, c, b)| b.is_some() == in_batch && *e != entity && keep(c))
+        .min_by_key(|(e, c, _)| (c.last_used, *e))
+        .map(|(e, ..)| e)
 }
 
 /// Moves `vc`'s operator held in memory to disk (the same bits) and counts it: true
