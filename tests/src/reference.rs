@@ -162,12 +162,18 @@ pub fn pixel(
     let mut last_depth: Option<f64> = None;
     let at = ALPHA_THRESHOLD as f64;
     let ts = TRANSMITTANCE_STOP as f64;
-    for s in splats {
+    // σ and α of a splat at this pixel.
+    let look = |s: &Splat| {
         let dx = s.xy[0] - px;
         let dy = s.xy[1] - py;
         let sigma = 0.5 * (s.conic[0] * dx * dx + s.conic[2] * dy * dy) + s.conic[1] * dx * dy;
-        let raw = s.opacity * (-sigma).exp();
-        let alpha = raw.min(MAX_ALPHA as f64);
+        (sigma, (s.opacity * (-sigma).exp()).min(MAX_ALPHA as f64))
+    };
+    // Two depths a backend sorting float32 depths may order either way.
+    let tied =
+        |a: f64, b: f64| margin > 0.0 && (a - b).abs() <= DEPTH_MARGIN * a.abs().max(b.abs());
+    for (k, s) in splats.iter().enumerate() {
+        let (sigma, alpha) = look(s);
         if (alpha - at).abs() < margin * at {
             ambiguous = true;
         }
@@ -177,10 +183,7 @@ pub fn pixel(
         // Two splats that pass the α test at nearly the same depth may be sorted
         // either way, including the one that ends the pixel: a backend that sorts it
         // first ends the pixel before the other contributes.
-        if let Some(d) = last_depth
-            && margin > 0.0
-            && (s.depth - d).abs() <= DEPTH_MARGIN * s.depth.abs().max(d.abs())
-        {
+        if last_depth.is_some_and(|d| tied(s.depth, d)) {
             ambiguous = true;
         }
         let next = t * (1.0 - alpha);
@@ -188,6 +191,15 @@ pub fn pixel(
             ambiguous = true;
         }
         if next <= ts {
+            // So may a splat right behind the one that ends the pixel: sorted first, it
+            // would contribute.
+            ambiguous |= splats[k + 1..]
+                .iter()
+                .take_while(|o| tied(o.depth, s.depth))
+                .any(|o| {
+                    let (sigma, alpha) = look(o);
+                    sigma >= 0.0 && alpha >= at * (1.0 - margin)
+                });
             break;
         }
         last_depth = Some(s.depth);
