@@ -288,6 +288,22 @@ fn png_file(p: &Path) -> Vec<u8> {
     rgb
 }
 
+/// Appends `--cameras CAMERA` or `--pose FILE` to `args`; returns the name the
+/// outputs are written under (the camera's, or "view" for a pose file).
+fn pose_args(args: &mut Vec<String>, camera: Option<&str>, pose: Option<&Path>) -> String {
+    match (camera, pose) {
+        (Some(c), _) => {
+            args.extend(["--cameras".into(), c.into()]);
+            c.to_string()
+        }
+        (None, Some(p)) => {
+            args.extend(["--pose".into(), s(p).into()]);
+            "view".to_string()
+        }
+        _ => unreachable!("a camera or a pose file"),
+    }
+}
+
 /// `render --colours` of a camera (or a pose file) of level 1: the RGB picture.
 fn rendered_rgb(sc: &Scene, camera: Option<&str>, pose: Option<&Path>, out: &str) -> Vec<u8> {
     let out = sc.root.join(out);
@@ -302,17 +318,7 @@ fn rendered_rgb(sc: &Scene, camera: Option<&str>, pose: Option<&Path>, out: &str
     ]
     .map(String::from)
     .to_vec();
-    let name = match (camera, pose) {
-        (Some(c), _) => {
-            args.extend(["--cameras".into(), c.into()]);
-            c.to_string()
-        }
-        (None, Some(p)) => {
-            args.extend(["--pose".into(), s(p).into()]);
-            "view".to_string()
-        }
-        _ => unreachable!(),
-    };
+    let name = pose_args(&mut args, camera, pose);
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     ok(&a);
     png_file(&out.join(format!("{name}_rgb.png")))
@@ -336,17 +342,7 @@ fn queried(sc: &Scene, camera: Option<&str>, pose: Option<&Path>, out: &str) -> 
     ]
     .map(String::from)
     .to_vec();
-    let name = match (camera, pose) {
-        (Some(c), _) => {
-            args.extend(["--cameras".into(), c.into()]);
-            c.to_string()
-        }
-        (None, Some(p)) => {
-            args.extend(["--pose".into(), s(p).into()]);
-            "view".to_string()
-        }
-        _ => unreachable!(),
-    };
+    let name = pose_args(&mut args, camera, pose);
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     ok(&a);
     let m = read_npy(&out.join(name).join("thing_1.npy")).unwrap();
