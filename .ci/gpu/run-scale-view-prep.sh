@@ -23,7 +23,8 @@ if [ -f /tmp/ort/libonnxruntime.so.1.31.1 ] && [ -f /tmp/ort/libonnxruntime_prov
 echo "ORT CUDA provider present: $ORT"
 if [ "$ORT" = 1 ]; then # models on the CPU while the GPU runs the rest
   ( cd "$ROOT" && mkdir -p /tmp/sam && python3 scripts/sam_full_onnx.py make /tmp/sam/sam-vit_h-blobs --encoder vit_h --blobs > /tmp/logs/make_sam.txt 2>&1
-    python3 scripts/clip_onnx.py make /tmp/sam/clip-vit-b-16 --size vit-b-16 --seed 0 > /tmp/logs/make_clip.txt 2>&1; echo done >> /tmp/logs/make_clip.txt ) &
+    python3 scripts/clip_onnx.py make /tmp/sam/clip-vit-b-16 --size vit-b-16 --seed 0 > /tmp/logs/make_clip.txt 2>&1; echo done >> /tmp/logs/make_clip.txt
+    for m in sam-vit_h-blobs clip-vit-b-16; do python3 scripts/half_onnx.py /tmp/sam/$m /tmp/sam/$m-fp16; done > /tmp/logs/make_half.txt 2>&1; echo done >> /tmp/logs/make_half.txt ) &
 fi
 
 hdr "viewer (issue 33) on CUDA: biker, 512-D, 1280x720"
@@ -64,6 +65,12 @@ if [ "$ORT" = 1 ]; then
   # run's folders are reused; one image).
   mkdir -p /tmp/sam/images-1 && cp "$(ls images/*.jpg | head -1)" /tmp/sam/images-1/
   ( cd "$ROOT" && ORT_LIB=/tmp/ort/libonnxruntime.so.1.31.1 LSPLAT_BIN=$B PYTHON=python3 THREADS=16 SAM_BENCH_DIR=/tmp/sam \
+      timeout $(left) bash benches/preprocess_sam.sh vit_h 1 -- $C --set preprocess.points_per_batch=1024 --set preprocess.clip_batch=256 ) 2>&1 | tail -n 25
+  # Not tried before 2026-11-29: float16 copies of both models (scripts/half_onnx.py,
+  # converted above while the GPU ran the rest), the same batches.
+  for i in $(seq 1 45); do grep -q done /tmp/logs/make_half.txt 2>/dev/null && break; sleep 2; done
+  tail -n 3 /tmp/logs/make_half.txt
+  ( cd "$ROOT" && ORT_LIB=/tmp/ort/libonnxruntime.so.1.31.1 LSPLAT_BIN=$B PYTHON=python3 THREADS=16 SAM_BENCH_DIR=/tmp/sam HALF=1 \
       timeout $(left) bash benches/preprocess_sam.sh vit_h 1 -- $C --set preprocess.points_per_batch=1024 --set preprocess.clip_batch=256 ) 2>&1 | tail -n 25
 fi
 

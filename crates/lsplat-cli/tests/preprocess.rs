@@ -227,6 +227,57 @@ fn preprocess_then_solve_then_query() {
         let cos: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
         assert!(cos > 0.98, "int8 feature cosine {cos}");
     }
+    // Half-precision copies (scripts/half_onnx.py) still meet the contracts: a float16
+    // CLIP gives the same masks and features within rounding; a float16 SAM runs (the
+    // synthetic decoder's hash of the point is not smooth, so its masks are not
+    // compared).
+    let clip16 = d.join("clip16");
+    let sam16 = d.join("sam16");
+    script(
+        &py,
+        "half_onnx.py",
+        &[image_only.as_os_str(), clip16.as_os_str()],
+    );
+    script(
+        &py,
+        "half_onnx.py",
+        &[d.join("sam").as_os_str(), sam16.as_os_str()],
+    );
+    let half = |sam: &Path, tag: &str| {
+        let scene3 = d.join(format!("scene_half_{tag}"));
+        std::fs::create_dir_all(scene3.join("images")).unwrap();
+        std::fs::copy(scene.join("images/a.png"), scene3.join("images/a.png")).unwrap();
+        run(bin()
+            .arg("preprocess")
+            .arg("-s")
+            .arg(&scene3)
+            .arg("--sam")
+            .arg(sam)
+            .arg("--clip")
+            .arg(&clip16)
+            .args(["--set", "preprocess.points_per_side=4", "--set"])
+            .arg(format!("onnx.runtime={}", lib.display())));
+        let lf = scene3.join("language_features");
+        (
+            read_npy(&lf.join("a_f.npy")).unwrap(),
+            read_npy(&lf.join("a_s.npy")).unwrap(),
+        )
+    };
+    let seg32 = read_npy(&scene.join("language_features/a_s.npy")).unwrap();
+    let (f16, s16) = half(&d.join("sam"), "clip");
+    assert_eq!(s16.data, seg32.data, "a float16 CLIP changed the masks");
+    assert_ne!(f16.data, fp32.data, "the float16 encoder was not used");
+    for (a, b) in f16.data.chunks(24).zip(fp32.data.chunks(24)) {
+        let cos: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        assert!(cos > 0.999, "float16 feature cosine {cos}");
+    }
+    let (f16, s16) = half(&sam16, "both");
+    assert_eq!(s16.shape, seg32.shape);
+    assert!(
+        s16.data.iter().any(|&v| v >= 0.0),
+        "a float16 SAM found no mask"
+    );
+    assert_eq!(f16.shape[1], 24);
     let o = bin()
         .arg("preprocess")
         .arg("-s")
