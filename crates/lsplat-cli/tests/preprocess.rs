@@ -200,8 +200,10 @@ fn preprocess_then_solve_then_query() {
     std::fs::create_dir(&image_only).unwrap();
     std::fs::copy(d.join("clip/image.onnx"), image_only.join("image.onnx")).unwrap();
     script(&py, "quantize_clip.py", &[image_only.as_os_str()]);
-    let features = |extra: &[&str]| {
-        let scene2 = d.join(format!("scene_{}", extra.len()));
+    // `preprocess -s` of a copy of the scene's image with the given folders: its
+    // features and segmentation maps.
+    let preprocessed = |tag: &str, sam: &Path, clip: &Path, extra: &[&str]| {
+        let scene2 = d.join(format!("scene_{tag}"));
         std::fs::create_dir_all(scene2.join("images")).unwrap();
         std::fs::copy(scene.join("images/a.png"), scene2.join("images/a.png")).unwrap();
         run(bin()
@@ -209,18 +211,24 @@ fn preprocess_then_solve_then_query() {
             .arg("-s")
             .arg(&scene2)
             .arg("--sam")
-            .arg(d.join("sam"))
+            .arg(sam)
             .arg("--clip")
-            .arg(&image_only)
+            .arg(clip)
             .args(["--set", "preprocess.points_per_side=4", "--set"])
             .arg(format!("onnx.runtime={}", lib.display()))
             .args(extra));
-        read_npy(&scene2.join("language_features/a_f.npy")).unwrap()
+        let lf = scene2.join("language_features");
+        (
+            read_npy(&lf.join("a_f.npy")).unwrap(),
+            read_npy(&lf.join("a_s.npy")).unwrap(),
+        )
     };
-    let fp32 = features(&[]);
+    let sam = d.join("sam");
+    let (fp32, _) = preprocessed("fp32", &sam, &image_only, &[]);
     let want = read_npy(&scene.join("language_features/a_f.npy")).unwrap();
     assert_eq!(fp32.data, want.data, "features without the vocabulary");
-    let int8 = features(&["--set", "preprocess.clip_image_file=image.int8.onnx"]);
+    let extra = ["--set", "preprocess.clip_image_file=image.int8.onnx"];
+    let (int8, _) = preprocessed("int8", &sam, &image_only, &extra);
     assert_eq!(int8.shape, fp32.shape);
     assert_ne!(int8.data, fp32.data, "the int8 encoder was not used");
     for (a, b) in int8.data.chunks(24).zip(fp32.data.chunks(24)) {
@@ -233,45 +241,18 @@ fn preprocess_then_solve_then_query() {
     // compared).
     let clip16 = d.join("clip16");
     let sam16 = d.join("sam16");
-    script(
-        &py,
-        "half_onnx.py",
-        &[image_only.as_os_str(), clip16.as_os_str()],
-    );
-    script(
-        &py,
-        "half_onnx.py",
-        &[d.join("sam").as_os_str(), sam16.as_os_str()],
-    );
-    let half = |sam: &Path, tag: &str| {
-        let scene3 = d.join(format!("scene_half_{tag}"));
-        std::fs::create_dir_all(scene3.join("images")).unwrap();
-        std::fs::copy(scene.join("images/a.png"), scene3.join("images/a.png")).unwrap();
-        run(bin()
-            .arg("preprocess")
-            .arg("-s")
-            .arg(&scene3)
-            .arg("--sam")
-            .arg(sam)
-            .arg("--clip")
-            .arg(&clip16)
-            .args(["--set", "preprocess.points_per_side=4", "--set"])
-            .arg(format!("onnx.runtime={}", lib.display())));
-        let lf = scene3.join("language_features");
-        (
-            read_npy(&lf.join("a_f.npy")).unwrap(),
-            read_npy(&lf.join("a_s.npy")).unwrap(),
-        )
-    };
+    for (from, to) in [(&image_only, &clip16), (&sam, &sam16)] {
+        script(&py, "half_onnx.py", &[from.as_os_str(), to.as_os_str()]);
+    }
     let seg32 = read_npy(&scene.join("language_features/a_s.npy")).unwrap();
-    let (f16, s16) = half(&d.join("sam"), "clip");
+    let (f16, s16) = preprocessed("clip16", &sam, &clip16, &[]);
     assert_eq!(s16.data, seg32.data, "a float16 CLIP changed the masks");
     assert_ne!(f16.data, fp32.data, "the float16 encoder was not used");
     for (a, b) in f16.data.chunks(24).zip(fp32.data.chunks(24)) {
         let cos: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
         assert!(cos > 0.999, "float16 feature cosine {cos}");
     }
-    let (f16, s16) = half(&sam16, "both");
+    let (f16, s16) = preprocessed("both16", &sam16, &clip16, &[]);
     assert_eq!(s16.shape, seg32.shape);
     assert!(
         s16.data.iter().any(|&v| v >= 0.0),
