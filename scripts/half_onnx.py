@@ -21,6 +21,7 @@ import shutil
 import sys
 
 import onnx
+from onnx.external_data_helper import load_external_data_for_model
 from onnxruntime.transformers.float16 import convert_float_to_float16
 
 # Protocol buffers cannot hold more than 2 GiB: larger models keep their weights in
@@ -28,9 +29,19 @@ from onnxruntime.transformers.float16 import convert_float_to_float16
 EXTERNAL_ABOVE = 1 << 30
 
 
-def convert(src, dst):
-    model = onnx.load(src)  # external weights beside src are read too
-    half = convert_float_to_float16(model, keep_io_types=True)
+def convert(src, dst, external_bytes):
+    if os.path.getsize(src) + external_bytes < EXTERNAL_ABOVE:
+        model = onnx.load(src)
+        half = convert_float_to_float16(model, keep_io_types=True)
+    else:
+        # Too large to serialise for the converter's shape inference: infer from the
+        # file (which leaves the weights where they are), then read the weights.
+        shapes = dst + ".shapes"
+        onnx.shape_inference.infer_shapes_path(src, shapes)
+        model = onnx.load(shapes, load_external_data=False)
+        os.remove(shapes)
+        load_external_data_for_model(model, os.path.dirname(os.path.abspath(src)))
+        half = convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=True)
     if half.ByteSize() > EXTERNAL_ABOVE:
         onnx.save(half, dst, save_as_external_data=True, all_tensors_to_one_file=True,
                   location=os.path.basename(dst) + ".data")
@@ -55,12 +66,16 @@ def main():
     if os.path.exists(dst) and not a.force:
         sys.exit(f"{dst}: already exists (--force replaces it)")
     # Weights stored beside a graph are read through it, not copied as they are.
-    external = set()
+    external, external_bytes = set(), {}
     for f in models:
+        files = set()
         for t in onnx.load(os.path.join(src, f), load_external_data=False).graph.initializer:
-            for e in t.external_data:
-                if e.key == "location":
-                    external.add(e.value)
+            files.update(e.value for e in t.external_data if e.key == "location")
+        missing = [e for e in files if not os.path.isfile(os.path.join(src, e))]
+        if missing:
+            sys.exit(f"{os.path.join(src, f)}: its weights file {missing[0]} is not beside it")
+        external |= files
+        external_bytes[f] = sum(os.path.getsize(os.path.join(src, e)) for e in files)
     tmp = f"{dst}.tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
@@ -68,10 +83,16 @@ def main():
         for f in sorted(os.listdir(src)):
             path = os.path.join(src, f)
             if f in models:
-                convert(path, os.path.join(tmp, f))
+                convert(path, os.path.join(tmp, f), external_bytes[f])
                 print(f"{f}: float16 inside, float32 inputs and outputs")
             elif f not in external and os.path.isfile(path):
                 shutil.copy2(path, os.path.join(tmp, f))
+        # onnx writes external weights readable by their owner only; give every file
+        # the permissions a new file gets here.
+        mask = os.umask(0)
+        os.umask(mask)
+        for f in os.listdir(tmp):
+            os.chmod(os.path.join(tmp, f), 0o666 & ~mask)
         if os.path.exists(dst):
             shutil.rmtree(dst)
         os.replace(tmp, dst)
