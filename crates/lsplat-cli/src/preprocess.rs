@@ -2,15 +2,14 @@
 //! three levels, mask NMS, CLIP features), and optionally an engine dataset.
 
 use std::io::IsTerminal;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use lsplat_core::Config;
-use lsplat_models::session::SessionOptions;
-use lsplat_models::{ClipImage, ClipModel};
 use lsplat_prep::image::Resolution;
-use lsplat_prep::onnx::{OnnxClip, load_sam};
-use lsplat_prep::run::{FEATURES_DIR, Models, Progress, list_images, preprocess};
+use lsplat_prep::onnx::OnnxModels;
+use lsplat_prep::run::{FEATURES_DIR, Progress, list_images, preprocess};
 
 /// Options of `preprocess`.
 #[derive(clap::Args, Debug)]
@@ -90,22 +89,7 @@ pub fn run(args: PreprocessArgs) -> Result<()> {
         .clone()
         .or_else(|| cfg.models.clip.clone())
         .context("no CLIP model: give --clip DIR or set models.clip")?;
-    let rt = lsplat_models::runtime::load(cfg.onnx.runtime.as_deref())?;
-    let opts = SessionOptions::from_device(&cfg.device);
-    let (mut encoder, mut decoder) = load_sam(&args.sam, rt, &opts)?;
-    // Only the image encoder is used: the vocabulary and text.onnx may be absent.
-    let mut clip_model = ClipModel::at(&clip_dir, cfg.models.clip_vocab.as_deref())?;
-    clip_model.image = clip_dir.join(&cfg.preprocess.clip_image_file);
-    if !clip_model.image.is_file() {
-        bail!(
-            "{}: no such CLIP image encoder (preprocess.clip_image_file = {:?}; scripts/export_clip.py makes image.onnx, scripts/quantize_clip.py makes image.int8.onnx)",
-            clip_model.image.display(),
-            cfg.preprocess.clip_image_file
-        );
-    }
-    let mut image = ClipImage::load(&clip_model, rt, &opts)?;
-    image.batch = cfg.preprocess.clip_batch as usize;
-    let mut clip = OnnxClip::new(image)?;
+    let mut loaded = OnnxModels::load(&args.sam, &clip_dir, &cfg)?;
     let tty = std::io::stderr().is_terminal();
     let mut report = |p: &Progress| {
         let rate = if p.seconds > 0.0 {
@@ -133,18 +117,14 @@ pub fn run(args: PreprocessArgs) -> Result<()> {
         } else {
             eprintln!("{line}");
         }
-    };
-    let mut models = Models {
-        encoder: &mut encoder,
-        decoder: &mut decoder,
-        clip: &mut clip,
+        ControlFlow::Continue(())
     };
     let s = preprocess(
         &images,
         &out,
         res,
         &cfg.preprocess,
-        &mut models,
+        &mut loaded.models(),
         &mut report,
     )?;
     if tty {

@@ -291,3 +291,52 @@ impl ClipEncoder for OnnxClip {
         Ok(f)
     }
 }
+
+/// SAM's two networks and CLIP's image tower loaded from their folders as `preprocess`
+/// runs them: on the ONNX Runtime of `onnx.runtime`, with `device`'s provider and
+/// threads, CLIP's image file `preprocess.clip_image_file` (the vocabulary and
+/// `text.onnx` may be absent) and `preprocess.clip_batch` crops per call.
+pub struct OnnxModels {
+    /// SAM's image encoder.
+    pub encoder: SamEncoder,
+    /// SAM's prompt decoder.
+    pub decoder: SamDecoder,
+    /// CLIP's image tower.
+    pub clip: OnnxClip,
+}
+
+impl OnnxModels {
+    /// Loads and checks the three networks (one clear error naming the file).
+    pub fn load(sam: &Path, clip: &Path, cfg: &lsplat_core::Config) -> Result<Self, PrepError> {
+        let rt = lsplat_models::runtime::load(cfg.onnx.runtime.as_deref())?;
+        let opts = SessionOptions::from_device(&cfg.device);
+        let (encoder, decoder) = load_sam(sam, rt, &opts)?;
+        let mut model = lsplat_models::ClipModel::at(clip, cfg.models.clip_vocab.as_deref())?;
+        model.image = clip.join(&cfg.preprocess.clip_image_file);
+        if !model.image.is_file() {
+            return Err(PrepError::model(
+                model.image.display().to_string(),
+                format!(
+                    "no such CLIP image encoder (preprocess.clip_image_file = {:?}; scripts/export_clip.py makes image.onnx, scripts/quantize_clip.py makes image.int8.onnx)",
+                    cfg.preprocess.clip_image_file
+                ),
+            ));
+        }
+        let mut image = ClipImage::load(&model, rt, &opts)?;
+        image.batch = cfg.preprocess.clip_batch as usize;
+        Ok(OnnxModels {
+            encoder,
+            decoder,
+            clip: OnnxClip::new(image)?,
+        })
+    }
+
+    /// The three as [`crate::run::preprocess`] takes them.
+    pub fn models(&mut self) -> crate::run::Models<'_> {
+        crate::run::Models {
+            encoder: &mut self.encoder,
+            decoder: &mut self.decoder,
+            clip: &mut self.clip,
+        }
+    }
+}

@@ -4,6 +4,7 @@
 //! so a killed run resumes at the first unfinished image; the folder is locked while
 //! a run writes it. Memory depends on one image, not on how many there are.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -51,6 +52,9 @@ pub struct Summary {
     pub images: usize,
     /// Images processed by this run (the others were done already).
     pub processed: usize,
+    /// The progress callback stopped the run before every image was done (what was
+    /// finished is written; a later run resumes after it).
+    pub stopped: bool,
     /// Masks written per level (default, s, m, l), summed over the processed images.
     pub masks: [usize; 4],
     /// Seconds per step, summed over the processed images.
@@ -144,7 +148,7 @@ pub fn preprocess(
     res: Resolution,
     cfg: &PreprocessConfig,
     models: &mut Models<'_>,
-    progress: &mut dyn FnMut(&Progress),
+    progress: &mut dyn FnMut(&Progress) -> ControlFlow<()>,
 ) -> Result<Summary, PrepError> {
     cfg.validate()
         .map_err(|e| PrepError::Config(e.to_string()))?;
@@ -172,10 +176,14 @@ pub fn preprocess(
         seconds: start.elapsed().as_secs_f64(),
         last,
     };
-    progress(&report(finished, 0, None));
+    let mut stop = progress(&report(finished, 0, None)).is_break();
     for path in images {
         if done(path) {
             continue;
+        }
+        if stop {
+            summary.stopped = true;
+            break;
         }
         let a = process_image(path, res, cfg, models, &mut summary.timings)?;
         let s = stem(path);
@@ -195,7 +203,7 @@ pub fn preprocess(
         }
         summary.processed += 1;
         finished += 1;
-        progress(&report(finished, summary.processed, Some(s)));
+        stop = progress(&report(finished, summary.processed, Some(s))).is_break();
     }
     Ok(summary)
 }

@@ -1,6 +1,7 @@
 //! The folder runner with fake networks: LangSplat's files, resume after a failure,
 //! and the bad inputs that must stop a run with one clear error.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use lsplat_core::preprocess::PreprocessConfig;
@@ -35,6 +36,16 @@ fn run(
     out: &Path,
     sam: &mut FakeSam,
 ) -> Result<lsplat_prep::run::Summary, String> {
+    run_until(images, out, sam, usize::MAX)
+}
+
+/// [`run`] whose progress callback stops the run once `stop_after` images are done.
+fn run_until(
+    images: &[PathBuf],
+    out: &Path,
+    sam: &mut FakeSam,
+    stop_after: usize,
+) -> Result<lsplat_prep::run::Summary, String> {
     let mut sam2 = sam.clone();
     let mut clip = FakeClip { dim: 8 };
     let mut models = Models {
@@ -48,7 +59,13 @@ fn run(
         Resolution::Auto,
         &small_cfg(),
         &mut models,
-        &mut |_| {},
+        &mut |p| {
+            if p.processed >= stop_after {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        },
     );
     r.map_err(|e| e.to_string())
 }
@@ -104,6 +121,32 @@ fn writes_langsplat_files_and_resumes_after_a_failure() {
     // Everything done: a third run processes nothing.
     let s = run(&images, &out, &mut FakeSam::default()).unwrap();
     assert_eq!(s.processed, 0);
+    assert!(!s.stopped);
+}
+
+#[test]
+fn a_progress_callback_stops_the_run_between_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let imgs = dir.path().join("images");
+    std::fs::create_dir(&imgs).unwrap();
+    for i in 0..3 {
+        write_png(&imgs.join(format!("frame_{i:03}.png")), 96, 64, i);
+    }
+    let images = list_images(&imgs).unwrap();
+    let out = dir.path().join("out");
+    let s = run_until(&images, &out, &mut FakeSam::default(), 1).unwrap();
+    assert_eq!((s.processed, s.stopped), (1, true));
+    let lf = out.join(FEATURES_DIR);
+    assert!(lf.join("frame_000_f.npy").is_file());
+    assert!(!lf.join("frame_001_s.npy").exists());
+    // Stopping before the first image processes none; then the rest resumes.
+    let s = run_until(&images, &out, &mut FakeSam::default(), 0).unwrap();
+    assert_eq!((s.processed, s.stopped), (0, true));
+    let s = run(&images, &out, &mut FakeSam::default()).unwrap();
+    assert_eq!((s.processed, s.stopped), (2, false));
+    // The last image's callback asking to stop does not mark a finished run stopped.
+    let s = run_until(&images, &out, &mut FakeSam::default(), 0).unwrap();
+    assert_eq!((s.processed, s.stopped), (0, false));
 }
 
 #[test]
