@@ -3,8 +3,9 @@
 A thin, typed layer over the lsplat-engine crates (no second implementation): scenes
 load as ``lsplat-engine`` loads them, ``solve`` and ``train`` run the engine's session,
 ``render`` the renderer of ``lsplat-engine render``, ``relevancy`` LangSplat's scoring
-of ``lsplat-engine query``; on the CPU the results are the command-line tool's, bit
-for bit. NumPy arrays go in and come out (float32, C-contiguous; objects with
+of ``lsplat-engine query``, ``preprocess`` and ``text_embeddings`` SAM and CLIP through
+ONNX Runtime as ``lsplat-engine preprocess`` and ``embed`` run them; on the CPU the
+results are the command-line tool's, bit for bit. NumPy arrays go in and come out (float32, C-contiguous; objects with
 ``__dlpack__`` such as CPU torch tensors are read without a copy). The GIL is released
 while the engine works.
 
@@ -23,6 +24,7 @@ them all), e.g. ``config={"train.lr": 1e-3, "render.tile_size": 8}``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from dataclasses import dataclass, field
@@ -48,6 +50,8 @@ __all__ = [
     "render",
     "operator",
     "relevancy",
+    "preprocess",
+    "text_embeddings",
     "LsplatError",
     "ConfigError",
     "DataError",
@@ -557,3 +561,105 @@ def relevancy(
         _array("features", features), text, None if queries is None else [str(q) for q in queries]
     )
     return out
+
+
+def _with_runtime(config: Config) -> Dict[str, Any]:
+    """``config`` with ``onnx.runtime`` set to the ``onnxruntime`` package's library
+    folder when neither the configuration nor ``ORT_DYLIB_PATH`` names a library and
+    that package is installed (found without importing it)."""
+    over = dict(config or {})
+    if "onnx.runtime" in over or os.environ.get("ORT_DYLIB_PATH"):
+        return over
+    try:
+        spec = importlib.util.find_spec("onnxruntime")
+    except (ImportError, ValueError):
+        spec = None
+    for place in (spec.submodule_search_locations or []) if spec else []:
+        capi = Path(place) / "capi"
+        if any(capi.glob("*onnxruntime.so*")) or any(capi.glob("*onnxruntime*.dylib")) or any(capi.glob("onnxruntime.dll")):
+            over["onnx.runtime"] = capi
+            break
+    return over
+
+
+def preprocess(
+    images: PathLike,
+    out: PathLike,
+    *,
+    sam: PathLike,
+    clip: PathLike,
+    resolution: int = -1,
+    dataset: Optional[PathLike] = None,
+    config: Config = None,
+    progress: Optional[bool] = None,
+    callback: Optional[Callable[[int, int, Optional[str]], Any]] = None,
+) -> Dict[str, Any]:
+    """Images to LangSplat's language features (``lsplat-engine preprocess``).
+
+    Every PNG or JPEG in ``images`` (one size) goes through SAM's automatic mask
+    generator with LangSplat's settings, LangSplat's mask NMS and CLIP's image tower,
+    into ``out/language_features/<image>_f.npy`` and ``_s.npy`` (LangSplat's layout);
+    ``dataset`` also imports them as an engine dataset. ``sam`` is a folder with
+    ``encoder.onnx`` and ``decoder.onnx``, ``clip`` a CLIP folder (docs/formats.md;
+    ``scripts/export_sam.py`` and ``scripts/export_clip.py`` make them from your
+    weights). ``resolution``: -1 is LangSplat's rule (taller than 1080 → height 1080),
+    1, 2, 4, 8 divide, any other N is a width.
+
+    Each image is written whole or not at all, so a call that stops (an error, Ctrl-C,
+    ``callback`` returning ``False`` after an image) is resumed by calling again: the
+    images already done are skipped. ONNX Runtime is the ``onnxruntime`` package's
+    when installed (``pip install onnxruntime``; ``onnxruntime-gpu`` with
+    ``config={"device.backend": "cuda"}``), unless ``config["onnx.runtime"]`` or
+    ``ORT_DYLIB_PATH`` names a library. A tqdm bar counts images when tqdm is installed
+    (``progress=False`` hides it).
+
+    Returns a dict: ``images``, ``processed`` (by this call), ``stopped``, ``masks``
+    per level (default, s, m, l), ``features_dir``, ``dataset`` (or None),
+    ``seconds`` per step and ``work`` (encoder runs, prompts, CLIP crops).
+    """
+    if callback is not None and not callable(callback):
+        raise TypeError("callback: expected a callable (done, total, image)")
+    bar: Any = None
+
+    def on_image(done: int, total: int, image: Optional[str]) -> Any:
+        nonlocal bar
+        if bar is None:
+            bar = _progress(total, "image", progress)
+            if bar is not None:
+                bar.update(done)
+        elif bar is not None:
+            bar.update(done - bar.n)
+        return True if callback is None or image is None else callback(done, total, image)
+
+    try:
+        r: Dict[str, Any] = _lsplat.preprocess(
+            _path(images),
+            _path(out),
+            _path(sam),
+            _path(clip),
+            int(resolution),
+            None if dataset is None else _path(dataset),
+            _sets(_with_runtime(config)),
+            on_image,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    r["features_dir"] = Path(r["features_dir"])
+    if r["dataset"] is not None:
+        r["dataset"] = Path(r["dataset"])
+    return r
+
+
+def text_embeddings(
+    clip: PathLike, phrases: Sequence[str], *, config: Config = None
+) -> Dict[str, FloatArray]:
+    """CLIP text embeddings (unit float32 vectors) of ``phrases`` and of LangSplat's
+    canonical phrases ("object", "things", "stuff", "texture"), as a dict ``{phrase:
+    vector}`` that :func:`relevancy` takes (``lsplat-engine embed``). ``clip`` is a
+    CLIP folder with ``text.onnx`` and its vocabulary (docs/formats.md). ONNX Runtime
+    is found as in :func:`preprocess`."""
+    if isinstance(phrases, str):
+        raise TypeError("phrases: expected a list of phrases, got one string")
+    names, rows = _lsplat.text_embeddings(_path(clip), [str(p) for p in phrases], _sets(_with_runtime(config)))
+    return {n: rows[i] for i, n in enumerate(names)}

@@ -16,6 +16,8 @@ __all__ = [
     "render",
     "operator",
     "relevancy",
+    "preprocess",
+    "text_embeddings",
     "__version__",
     "DEMO_SCENE",
 ]
@@ -131,3 +133,16 @@ def relevancy(
     text_embeddings: Any,
     queries: Optional[Sequence[str]] = None,
 ) -> Tuple[_F32, List[str]]: ...
+def preprocess(
+    images: _Path,
+    out: _Path,
+    sam: _Path,
+    clip: _Path,
+    resolution: int = ...,
+    dataset: Optional[_Path] = None,
+    config: Sequence[str] = ...,
+    callback: Optional[Callable[[int, int, Optional[str]], Any]] = None,
+) -> Dict[str, Any]: ...
+def text_embeddings(
+    clip: _Path, phrases: Sequence[str], config: Sequence[str] = ...
+) -> Tuple[List[str], _F32]: ...

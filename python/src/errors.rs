@@ -5,6 +5,8 @@ use lsplat_core::CoreError;
 use lsplat_data::DataError;
 use lsplat_device::DeviceError;
 use lsplat_engine::EngineError;
+use lsplat_models::ModelError;
+use lsplat_prep::PrepError;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -72,6 +74,35 @@ impl From<CoreError> for Error {
             | CoreError::ConfigFile { .. } => Error::Config(e.to_string()),
             CoreError::OutOfMemory { .. } => Error::Device(e.to_string()),
             other => Error::Data(other.to_string()),
+        }
+    }
+}
+
+impl From<PrepError> for Error {
+    fn from(e: PrepError) -> Self {
+        match e {
+            PrepError::Config(_) => Error::Config(e.to_string()),
+            PrepError::Data(d) => d.into(),
+            PrepError::Models(m) => m.into(),
+            PrepError::Io { .. } | PrepError::Image { .. } | PrepError::Model { .. } => {
+                Error::Data(e.to_string())
+            }
+        }
+    }
+}
+
+impl From<ModelError> for Error {
+    fn from(e: ModelError) -> Self {
+        match e {
+            // The model files and their inputs are the call's data; finding, loading
+            // or running ONNX Runtime is the engine's business.
+            ModelError::ModelFile { .. }
+            | ModelError::Contract { .. }
+            | ModelError::Vocab { .. }
+            | ModelError::Image { .. }
+            | ModelError::Io { .. } => Error::Data(e.to_string()),
+            ModelError::Query(_) | ModelError::Shape(_) => Error::Value(e.to_string()),
+            other => Error::Engine(other.to_string()),
         }
     }
 }
