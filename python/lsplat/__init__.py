@@ -5,9 +5,9 @@ load as ``lsplat-engine`` loads them, ``solve`` and ``train`` run the engine's s
 ``render`` the renderer of ``lsplat-engine render``, ``relevancy`` LangSplat's scoring
 of ``lsplat-engine query``, ``preprocess`` and ``text_embeddings`` SAM and CLIP through
 ONNX Runtime as ``lsplat-engine preprocess`` and ``embed`` run them; on the CPU the
-results are the command-line tool's, bit for bit. NumPy arrays go in and come out (float32, C-contiguous; objects with
-``__dlpack__`` such as CPU torch tensors are read without a copy). The GIL is released
-while the engine works.
+results are the command-line tool's, bit for bit. NumPy arrays go in and come out
+(float32, C-contiguous; objects with ``__dlpack__`` such as CPU torch tensors are read
+without a copy). The GIL is released while the engine works.
 
 Five lines::
 
@@ -567,6 +567,7 @@ def _with_runtime(config: Config) -> Dict[str, Any]:
     """``config`` with ``onnx.runtime`` set to the ``onnxruntime`` package's library
     folder when neither the configuration nor ``ORT_DYLIB_PATH`` names a library and
     that package is installed (found without importing it)."""
+    _sets(config)  # the same TypeError as elsewhere for a config that is not a dict
     over = dict(config or {})
     if "onnx.runtime" in over or os.environ.get("ORT_DYLIB_PATH"):
         return over

@@ -116,6 +116,8 @@ def test_bad_input_raises_one_clear_error(models: Tuple[Path, Path], images: Pat
         lsplat.preprocess(images, out, sam=sam, clip=clip, resolution=3)
     with pytest.raises(lsplat.ConfigError, match="points_per_sid"):
         lsplat.preprocess(images, out, sam=sam, clip=clip, config={"preprocess.points_per_sid": 4})
+    with pytest.raises(TypeError, match="config: expected a dict"):
+        lsplat.preprocess(images, out, sam=sam, clip=clip, config=["preprocess.points_per_side=4"])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="callback"):
         lsplat.preprocess(images, out, sam=sam, clip=clip, callback=3)  # type: ignore[arg-type]
     first = sorted(images.iterdir())[0]
