@@ -70,16 +70,20 @@ fn run_until(
     r.map_err(|e| e.to_string())
 }
 
-#[test]
-fn writes_langsplat_files_and_resumes_after_a_failure() {
-    let dir = tempfile::tempdir().unwrap();
-    let imgs = dir.path().join("images");
+/// Three 96×64 PNGs in `dir/images`, listed, and the output folder `dir/out`.
+fn three_frames(dir: &Path) -> (Vec<PathBuf>, PathBuf) {
+    let imgs = dir.join("images");
     std::fs::create_dir(&imgs).unwrap();
     for i in 0..3 {
         write_png(&imgs.join(format!("frame_{i:03}.png")), 96, 64, i);
     }
-    let images = list_images(&imgs).unwrap();
-    let out = dir.path().join("out");
+    (list_images(&imgs).unwrap(), dir.join("out"))
+}
+
+#[test]
+fn writes_langsplat_files_and_resumes_after_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let (images, out) = three_frames(dir.path());
     // The decoder fails on the second image (5 crops × 1 batch per image).
     let mut failing = FakeSam {
         fail_at: Some(6),
@@ -127,13 +131,7 @@ fn writes_langsplat_files_and_resumes_after_a_failure() {
 #[test]
 fn a_progress_callback_stops_the_run_between_images() {
     let dir = tempfile::tempdir().unwrap();
-    let imgs = dir.path().join("images");
-    std::fs::create_dir(&imgs).unwrap();
-    for i in 0..3 {
-        write_png(&imgs.join(format!("frame_{i:03}.png")), 96, 64, i);
-    }
-    let images = list_images(&imgs).unwrap();
-    let out = dir.path().join("out");
+    let (images, out) = three_frames(dir.path());
     let s = run_until(&images, &out, &mut FakeSam::default(), 1).unwrap();
     assert_eq!((s.processed, s.stopped), (1, true));
     let lf = out.join(FEATURES_DIR);
