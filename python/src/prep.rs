@@ -12,7 +12,7 @@ use lsplat_prep::onnx::OnnxModels;
 use lsplat_prep::run::{FEATURES_DIR, Progress, check_images, list_images};
 use lsplat_query::CANONICAL;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict};
+use pyo3::types::{IntoPyDict, PyBool, PyDict};
 
 use crate::arrays::to_numpy;
 use crate::errors::{Error, Result};
@@ -110,8 +110,7 @@ pub fn preprocess<'py>(
     d.set_item("features_dir", features)?;
     d.set_item("dataset", if imported { dataset } else { None })?;
     let t = summary.timings;
-    let seconds = PyDict::new(py);
-    for (k, v) in [
+    let seconds = [
         ("encoder", t.encoder),
         ("decoder", t.decoder),
         ("masks", t.masks),
@@ -119,20 +118,15 @@ pub fn preprocess<'py>(
         ("cleanup", t.cleanup),
         ("clip", t.clip),
         ("total", t.total()),
-    ] {
-        seconds.set_item(k, v)?;
-    }
-    d.set_item("seconds", seconds)?;
-    let work = PyDict::new(py);
-    for (k, v) in [
+    ];
+    d.set_item("seconds", seconds.into_py_dict(py)?)?;
+    let work = [
         ("encoder_runs", t.encoder_runs),
         ("prompts", t.prompts),
         ("clip_crops", t.clip_crops),
         ("clip_reused", t.clip_reused),
-    ] {
-        work.set_item(k, v)?;
-    }
-    d.set_item("work", work)?;
+    ];
+    d.set_item("work", work.into_py_dict(py)?)?;
     Ok(d)
 }
 
