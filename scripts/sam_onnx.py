@@ -10,9 +10,13 @@ be installed, so these graphs stand in for an exported SAM.
   aspect, slope, a hole and the predicted IoU set by a hash of the point, so the
   generator's filters and NMS act; the IoU also depends on the embedding's mean.
 
-Usage: sam_onnx.py OUT_DIR [--side 1024] [--channels 8] [--seed 0]
+With `--resize stretch` the folder also gets `sam.json` declaring EfficientSAM's input
+resize (the graphs are the same: the blobs lie in the encoder's frame either way).
+
+Usage: sam_onnx.py OUT_DIR [--side 1024] [--channels 8] [--seed 0] [--resize stretch]
 """
 import argparse
+import json
 import os
 
 import numpy as np
@@ -129,6 +133,8 @@ def main():
     ap.add_argument("--side", type=int, default=1024)
     ap.add_argument("--channels", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--resize", choices=["longest_side", "stretch"], default=None,
+                    help="write sam.json declaring this input resize")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     enc = encoder(a.side, a.channels, a.seed)
@@ -137,6 +143,9 @@ def main():
         onnx.checker.check_model(m)
     onnx.save(enc, os.path.join(a.out, "encoder.onnx"))
     onnx.save(dec, os.path.join(a.out, "decoder.onnx"))
+    if a.resize:
+        with open(os.path.join(a.out, "sam.json"), "w") as f:
+            json.dump({"resize": a.resize}, f)
     print(f"wrote {a.out}/encoder.onnx and decoder.onnx (S = {a.side}, M = {a.side // 4})")
 
 

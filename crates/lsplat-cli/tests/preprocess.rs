@@ -272,6 +272,29 @@ fn preprocess_then_solve_then_query() {
         "a float16 SAM found no mask"
     );
     assert_eq!(f16.shape[1], 24);
+    // An EfficientSAM folder (`sam.json` declares its stretch): the same graphs give
+    // other masks, since the crop is stretched instead of padded (its arithmetic is
+    // checked against the reference in lsplat-prep's parity tests).
+    let esam = d.join("esam");
+    script(
+        &py,
+        "sam_onnx.py",
+        &[
+            esam.as_os_str(),
+            "--side".as_ref(),
+            "256".as_ref(),
+            "--resize".as_ref(),
+            "stretch".as_ref(),
+        ],
+    );
+    let (fe, se) = preprocessed("esam", &esam, &image_only, &[]);
+    assert_eq!(se.shape, seg32.shape);
+    assert!(
+        se.data.iter().any(|&v| v >= 0.0),
+        "EfficientSAM found no mask"
+    );
+    assert_ne!(se.data, seg32.data, "the stretch was not used");
+    assert_eq!(fe.shape[1], 24);
     let o = bin()
         .arg("preprocess")
         .arg("-s")

@@ -6,6 +6,8 @@
 //! — predicted IoU, stability score, boxes at an inner crop edge — then deduplicated
 //! per crop by box NMS on the predicted IoU, and across crops by box NMS preferring
 //! smaller crops. [`crate::levels`] does the clean-up and LangSplat's mask NMS.
+//! The encoder's input and the logits' upsampling follow the family
+//! ([`InputResize`]: SAM's padding and bilinear, or EfficientSAM's stretch and bicubic).
 
 use std::time::Instant;
 
@@ -14,9 +16,11 @@ use lsplat_core::preprocess::PreprocessConfig;
 use crate::bitmask::BitMask;
 use crate::boxes::{crop_area, near_crop_edge, nms};
 use crate::grid::{crop_boxes, crop_points, layer_points, point_grid};
-use crate::model::{Decoded, ImageEncoder, MaskDecoder, cut, encoder_input};
+use crate::model::stretch_input;
+use crate::model::{Decoded, ImageEncoder, InputResize, MaskDecoder, cut, encoder_input};
 use crate::resize::Image8;
-use crate::resize::logits::MaskResize;
+use crate::resize::cubic::CubicResize;
+use crate::resize::logits::{MaskResize, Thresholded};
 use crate::{PrepError, Timings, par};
 
 /// One mask that passed the generator's filters.
@@ -69,6 +73,28 @@ fn check(d: &Decoded, batch: usize) -> Result<(), PrepError> {
     Ok(())
 }
 
+/// A family's mask post-processing for one crop (see [`InputResize`]).
+enum Post {
+    Bilinear(MaskResize),
+    Bicubic(CubicResize),
+}
+
+impl Post {
+    fn low(&self) -> usize {
+        match self {
+            Post::Bilinear(r) => r.low,
+            Post::Bicubic(r) => r.low,
+        }
+    }
+
+    fn apply(&self, logits: &[f32], offset: f32, scratch: &mut Vec<f32>) -> Thresholded {
+        match self {
+            Post::Bilinear(r) => r.apply(logits, offset, scratch),
+            Post::Bicubic(r) => r.apply(logits, offset, scratch),
+        }
+    }
+}
+
 /// Runs the generator on an RGB image.
 pub fn generate(
     image: &Image8,
@@ -83,13 +109,17 @@ pub fn generate(
     let crops = crop_boxes(fw, fh, cfg.crop_n_layers, cfg.crop_overlap_ratio);
     let threads = par::workers(cfg.threads);
     let side = encoder.input_size();
+    let mode = encoder.resize();
     let mut out = Generated::default();
     let mut per_list: [Vec<usize>; 4] = Default::default();
     for (ci, crop) in crops.iter().enumerate() {
         let [x0, y0, x1, y1] = crop.bbox;
         let (cw, ch) = ((x1 - x0) as usize, (y1 - y0) as usize);
         let t = Instant::now();
-        let (input, resized) = encoder_input(&cut(image, crop.bbox), side);
+        let (input, resized) = match mode {
+            InputResize::LongestSide => encoder_input(&cut(image, crop.bbox), side),
+            InputResize::Stretch => (stretch_input(&cut(image, crop.bbox), side), (side, side)),
+        };
         let emb = encoder.encode(&input)?;
         timings.encoder += t.elapsed().as_secs_f64();
         timings.encoder_runs += 1;
@@ -98,8 +128,8 @@ pub fn generate(
             cfg.crop_n_points_downscale_factor as usize,
             crop.layer,
         );
-        let (px, enc_pts) = crop_points(&point_grid(n), cw, ch, side);
-        let mut resize: Option<MaskResize> = None;
+        let (px, enc_pts) = crop_points(&point_grid(n), cw, ch, resized);
+        let mut resize: Option<Post> = None;
         let first = out.records.len();
         for (b, pts) in enc_pts.chunks(cfg.points_per_batch as usize).enumerate() {
             let t = Instant::now();
@@ -110,15 +140,20 @@ pub fn generate(
             let t = Instant::now();
             let m = d.side;
             let r = match &resize {
-                Some(r) if r.low == m => r,
-                _ => resize.insert(MaskResize::new(
-                    m,
-                    side,
-                    resized,
-                    (cw, ch),
-                    (x0, y0),
-                    (fw, fh),
-                )),
+                Some(r) if r.low() == m => r,
+                _ => resize.insert(match mode {
+                    InputResize::LongestSide => Post::Bilinear(MaskResize::new(
+                        m,
+                        side,
+                        resized,
+                        (cw, ch),
+                        (x0, y0),
+                        (fw, fh),
+                    )),
+                    InputResize::Stretch => {
+                        Post::Bicubic(CubicResize::new(m, (cw, ch), (x0, y0), (fw, fh)))
+                    }
+                }),
             };
             let todo: Vec<usize> = (0..pts.len() * 3)
                 .filter(|&i| d.iou[i] > cfg.pred_iou_thresh)

@@ -84,15 +84,16 @@ pub fn preprocess_shape(w: usize, h: usize, side: usize) -> (usize, usize) {
 }
 
 /// The prompt points of a crop of size `w × h`, in pixels of the crop (float64, as
-/// SAM passes them on), and the same points in the encoder's frame (float32, what
-/// the decoder receives: `ResizeLongestSide.apply_coords`).
+/// SAM passes them on), and the same points in the encoder's frame, where the crop
+/// fills `nw × nh` (float32, what the decoder receives: `ResizeLongestSide.apply_coords`
+/// with `(nw, nh)` = [`preprocess_shape`]; EfficientSAM's per-axis scaling with
+/// `(nw, nh) = (S, S)`).
 pub fn crop_points(
     grid: &[[f64; 2]],
     w: usize,
     h: usize,
-    side: usize,
+    (nw, nh): (usize, usize),
 ) -> (Vec<[f64; 2]>, Vec<[f32; 2]>) {
-    let (nw, nh) = preprocess_shape(w, h, side);
     let px: Vec<[f64; 2]> = grid
         .iter()
         .map(|p| [p[0] * w as f64, p[1] * h as f64])

@@ -4,6 +4,7 @@
 
 use crate::PrepError;
 use crate::resize::Image8;
+use crate::resize::logits::taps;
 use crate::resize::pil::resize_bilinear;
 
 /// An image embedding: whatever the encoder returns, handed back to the decoder.
@@ -15,12 +16,30 @@ pub struct Embedding {
     pub data: Vec<f32>,
 }
 
+/// How a SAM family turns a crop into its square encoder input, and its mask logits
+/// back into a mask at the crop's size (`resize` in a SAM model folder's `sam.json`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InputResize {
+    /// SAM (ViT-H/L/B) and MobileSAM: the longest side resized to `S` (Pillow
+    /// bilinear) and zero padding ([`encoder_input`]); points scaled by the resize;
+    /// logits bilinear to `S`, the padding cut, bilinear to the crop's size.
+    #[default]
+    LongestSide,
+    /// EfficientSAM: the crop stretched to `S × S` ([`stretch_input`]); points scaled
+    /// per axis; logits bicubic straight to the crop's size.
+    Stretch,
+}
+
 /// SAM's image encoder.
 pub trait ImageEncoder {
     /// Side `S` of the square input (1024 for SAM).
     fn input_size(&self) -> usize;
-    /// Encodes one image `[3, S, S]` (channel-major RGB, normalised as SAM does, zero
-    /// beyond the resized image).
+    /// How crops become inputs (and logits masks).
+    fn resize(&self) -> InputResize {
+        InputResize::LongestSide
+    }
+    /// Encodes one image `[3, S, S]` (channel-major RGB, normalised as the family
+    /// does: [`encoder_input`] or [`stretch_input`]).
     fn encode(&mut self, image: &[f32]) -> Result<Embedding, PrepError>;
 }
 
@@ -72,6 +91,41 @@ pub fn encoder_input(crop: &Image8, side: usize) -> (Vec<f32>, (usize, usize)) {
         }
     }
     (out, (w, h))
+}
+
+/// EfficientSAM's pixel mean and standard deviation (RGB, 0–1 scale).
+pub const STRETCH_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+/// See [`STRETCH_MEAN`].
+pub const STRETCH_STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+/// EfficientSAM's encoder input for an RGB crop, as its `preprocess` computes it from
+/// `ToTensor()`'s `v / 255` (float32): PyTorch's bilinear `F.interpolate` to
+/// `side × side` (`align_corners=False`, no antialiasing, aspect ratio not kept), then
+/// `(x − mean) / std`; channel-major `[3, side, side]`.
+pub fn stretch_input(crop: &Image8, side: usize) -> Vec<f32> {
+    let (w, h) = (crop.width, crop.height);
+    let (tx, ty) = (taps(w, side), taps(h, side));
+    let mut out = vec![0f32; 3 * side * side];
+    let mut rows = vec![0f32; h * side];
+    for (c, plane) in out.chunks_exact_mut(side * side).enumerate() {
+        for (y, row) in rows.chunks_exact_mut(side).enumerate() {
+            let src = crop.row(y);
+            let at = |i: u32| src[i as usize * 3 + c] as f32 / 255.0;
+            for (v, t) in row.iter_mut().zip(&tx) {
+                *v = at(t.i0) * t.l0 + at(t.i1) * t.l1;
+            }
+        }
+        for (dst, t) in plane.chunks_exact_mut(side).zip(&ty) {
+            let (r0, r1) = (
+                &rows[t.i0 as usize * side..][..side],
+                &rows[t.i1 as usize * side..][..side],
+            );
+            for ((d, a), b) in dst.iter_mut().zip(r0).zip(r1) {
+                *d = (a * t.l0 + b * t.l1 - STRETCH_MEAN[c]) / STRETCH_STD[c];
+            }
+        }
+    }
+    out
 }
 
 /// The pixels of `bbox` (`[x0, y0, x1, y1]`, exclusive ends) of an image.

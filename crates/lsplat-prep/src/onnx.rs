@@ -1,6 +1,7 @@
 //! SAM and CLIP through ONNX Runtime (`lsplat-models`' sessions), on the contracts of
-//! docs/formats.md: a SAM model folder holds `encoder.onnx` and `decoder.onnx`; CLIP's
-//! image tower is `lsplat-models`' [`ClipImage`].
+//! docs/formats.md: a SAM model folder holds `encoder.onnx`, `decoder.onnx` and, for
+//! families that do not resize as SAM does (EfficientSAM), `sam.json`; CLIP's image
+//! tower is `lsplat-models`' [`ClipImage`].
 
 use std::path::{Path, PathBuf};
 
@@ -8,13 +9,52 @@ use lsplat_models::{ClipImage, Runtime};
 use lsplat_models::{DType, Input, OnnxModel, SessionOptions, TensorInfo};
 
 use crate::PrepError;
-use crate::model::{ClipEncoder, Decoded, Embedding, ImageEncoder, MaskDecoder};
+use crate::model::{ClipEncoder, Decoded, Embedding, ImageEncoder, InputResize, MaskDecoder};
 use crate::resize::Image8;
 
 /// The encoder file of a SAM model folder.
 pub const ENCODER_FILE: &str = "encoder.onnx";
 /// The decoder file of a SAM model folder.
 pub const DECODER_FILE: &str = "decoder.onnx";
+/// The optional settings file of a SAM model folder.
+pub const SETTINGS_FILE: &str = "sam.json";
+
+/// `sam.json`: what a SAM family does around its two networks.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FolderSettings {
+    /// `"longest_side"` (SAM, MobileSAM; the default) or `"stretch"` (EfficientSAM).
+    #[serde(default)]
+    resize: ResizeName,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ResizeName {
+    #[default]
+    LongestSide,
+    Stretch,
+}
+
+/// The input resize a SAM folder declares in `sam.json` (SAM's when the file is absent).
+pub fn folder_resize(dir: &Path) -> Result<InputResize, PrepError> {
+    let path = dir.join(SETTINGS_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(InputResize::LongestSide),
+        Err(e) => return Err(PrepError::io(path, e)),
+    };
+    let s: FolderSettings = serde_json::from_str(&text).map_err(|e| {
+        contract(
+            &path,
+            format!("not a valid SAM settings file: {e}; it holds {{\"resize\": \"longest_side\" | \"stretch\"}}"),
+        )
+    })?;
+    Ok(match s.resize {
+        ResizeName::LongestSide => InputResize::LongestSide,
+        ResizeName::Stretch => InputResize::Stretch,
+    })
+}
 
 fn contract(path: &Path, problem: String) -> PrepError {
     PrepError::model(
@@ -69,6 +109,7 @@ fn check_tensor(
 pub struct SamEncoder {
     model: OnnxModel,
     side: usize,
+    resize: InputResize,
 }
 
 /// SAM's prompt decoder from `decoder.onnx`.
@@ -90,6 +131,7 @@ pub fn load_sam(
         ));
     }
     let (ep, dp): (PathBuf, PathBuf) = (dir.join(ENCODER_FILE), dir.join(DECODER_FILE));
+    let resize = folder_resize(dir)?;
     let enc = OnnxModel::load(&ep, rt, opts)?;
     if enc.inputs().len() != 1 {
         return Err(contract(
@@ -166,12 +208,23 @@ pub fn load_sam(
         "iou_predictions",
         &[None, Some(3)],
     )?;
-    Ok((SamEncoder { model: enc, side }, SamDecoder { model: dec }))
+    Ok((
+        SamEncoder {
+            model: enc,
+            side,
+            resize,
+        },
+        SamDecoder { model: dec },
+    ))
 }
 
 impl ImageEncoder for SamEncoder {
     fn input_size(&self) -> usize {
         self.side
+    }
+
+    fn resize(&self) -> InputResize {
+        self.resize
     }
 
     fn encode(&mut self, image: &[f32]) -> Result<Embedding, PrepError> {

@@ -13,7 +13,7 @@ use lsplat_data::npy::read_npy;
 use lsplat_prep::bitmask::BitMask;
 use lsplat_prep::crops::clip_crop;
 use lsplat_prep::levels::{LevelMask, arrays, clean_lists, nms_lists};
-use lsplat_prep::model::{ClipEncoder, Decoded, Embedding, ImageEncoder, MaskDecoder};
+use lsplat_prep::model::{ClipEncoder, Decoded, Embedding, ImageEncoder, InputResize, MaskDecoder};
 use lsplat_prep::resize::Image8;
 use lsplat_prep::{PrepError, Timings, amg, image};
 
@@ -38,6 +38,26 @@ struct Replay {
     dir: PathBuf,
     enc: usize,
     dec: usize,
+    resize: InputResize,
+}
+
+impl Replay {
+    fn new(dir: &Path, resize: InputResize) -> Replay {
+        Replay {
+            dir: dir.to_path_buf(),
+            enc: 0,
+            dec: 0,
+            resize,
+        }
+    }
+}
+
+/// The reference's `--resize` value.
+fn resize_arg(r: InputResize) -> &'static str {
+    match r {
+        InputResize::LongestSide => "longest_side",
+        InputResize::Stretch => "stretch",
+    }
 }
 
 fn npy(dir: &Path, name: &str) -> (Vec<usize>, Vec<f32>) {
@@ -48,6 +68,9 @@ fn npy(dir: &Path, name: &str) -> (Vec<usize>, Vec<f32>) {
 impl ImageEncoder for Replay {
     fn input_size(&self) -> usize {
         1024
+    }
+    fn resize(&self) -> InputResize {
+        self.resize
     }
     fn encode(&mut self, image: &[f32]) -> Result<Embedding, PrepError> {
         let (_, want) = npy(&self.dir, &format!("enc_{}.npy", self.enc));
@@ -140,7 +163,7 @@ fn same_masks(stage: &str, level: &str, got: &[&BitMask], want: &[Vec<u8>]) {
     }
 }
 
-fn compare(image_path: &Path, points: u32, nms_max_dim: u32) {
+fn compare(image_path: &Path, points: u32, nms_max_dim: u32, resize: InputResize) {
     let Some(py) = python() else { return };
     let out = tempfile::tempdir().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/amg_reference.py");
@@ -153,6 +176,8 @@ fn compare(image_path: &Path, points: u32, nms_max_dim: u32) {
             &points.to_string(),
             "--nms-max-dim",
             &nms_max_dim.to_string(),
+            "--resize",
+            resize_arg(resize),
         ])
         .status()
         .expect("run the reference");
@@ -166,17 +191,9 @@ fn compare(image_path: &Path, points: u32, nms_max_dim: u32) {
         threads: 2,
         ..PreprocessConfig::default()
     };
-    let mut replay = Replay {
-        dir: dir.to_path_buf(),
-        enc: 0,
-        dec: 0,
-    };
+    let mut replay = Replay::new(dir, resize);
     let mut t = Timings::default();
-    let mut dec = Replay {
-        dir: dir.to_path_buf(),
-        enc: 0,
-        dec: 0,
-    };
+    let mut dec = Replay::new(dir, resize);
     let generated = amg::generate(&img, &cfg, &mut replay, &mut dec, &mut t).unwrap();
     assert_eq!(replay.enc, 5, "one encoder call per crop");
     for (l, name) in LEVELS.iter().enumerate() {
@@ -247,7 +264,17 @@ fn fern_matches_the_reference() {
     let Some(f) = lsplat_data::testdata::test_file("fern_llff/images_8/image000.png") else {
         return;
     };
-    compare(&f, 6, 1024);
+    compare(&f, 6, 1024, InputResize::LongestSide);
+}
+
+/// EfficientSAM's predictor conventions (the crop stretched to 1024², points scaled
+/// per axis, logits bicubic to the crop) against the reference's reading of them.
+#[test]
+fn fern_matches_the_reference_as_efficient_sam() {
+    let Some(f) = lsplat_data::testdata::test_file("fern_llff/images_8/image000.png") else {
+        return;
+    };
+    compare(&f, 6, 1024, InputResize::Stretch);
 }
 
 #[test]
@@ -255,7 +282,7 @@ fn snowmiku_matches_the_reference_with_downsampled_nms() {
     let Some(f) = lsplat_data::testdata::test_file("snowmiku/images_8/20240212_003919.png") else {
         return;
     };
-    compare(&f, 5, 200);
+    compare(&f, 5, 200, InputResize::LongestSide);
 }
 
 /// The ONNX Runtime library of LSPLAT_PYTHON's onnxruntime (or ORT_DYLIB_PATH).
@@ -275,11 +302,12 @@ fn ort_library(py: &str) -> PathBuf {
 }
 
 /// The synthetic SAM graphs of scripts/sam_onnx.py in `dir`.
-fn synthetic_sam(py: &str, dir: &Path) {
+fn synthetic_sam(py: &str, dir: &Path, args: &[&str]) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/sam_onnx.py");
     let st = Command::new(py)
         .arg(&script)
         .arg(dir)
+        .args(args)
         .output()
         .expect("run sam_onnx.py");
     assert!(
@@ -289,25 +317,21 @@ fn synthetic_sam(py: &str, dir: &Path) {
     );
 }
 
-/// SAM through ONNX Runtime (the engine's sessions) against the reference running the
-/// same synthetic SAM graphs through onnxruntime in Python: identical masks at every
-/// stage, identical seg maps; and contract errors name the file.
-#[test]
-fn onnx_sam_matches_the_reference_and_checks_its_contract() {
-    let Some(py) = python() else { return };
-    let Some(image_path) = lsplat_data::testdata::test_file("fern_llff/images_8/image001.png")
-    else {
-        return;
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let sam = tmp.path().join("sam");
-    synthetic_sam(&py, &sam);
-    let rt = lsplat_models::runtime::load(Some(&ort_library(&py))).unwrap();
+/// The generator on `sam` through ONNX Runtime (the engine's sessions) against the
+/// reference running the same graphs through onnxruntime in Python (with the folder's
+/// resize): identical masks at every stage, identical seg maps.
+fn onnx_matches_the_reference(
+    py: &str,
+    image_path: &Path,
+    sam: &Path,
+    rt: &'static lsplat_models::Runtime,
+) {
     let opts = lsplat_models::session::SessionOptions::default();
-    let (mut enc, mut dec) = lsplat_prep::onnx::load_sam(&sam, rt, &opts).unwrap();
+    let (mut enc, mut dec) = lsplat_prep::onnx::load_sam(sam, rt, &opts).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("ref");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/amg_reference.py");
-    let st = Command::new(&py)
+    let st = Command::new(py)
         .arg(&script)
         .args([
             "--image".as_ref(),
@@ -317,11 +341,11 @@ fn onnx_sam_matches_the_reference_and_checks_its_contract() {
             "--sam".as_ref(),
             sam.as_os_str(),
         ])
-        .args(["--points", "4"])
+        .args(["--points", "4", "--resize", resize_arg(enc.resize())])
         .status()
         .unwrap();
     assert!(st.success());
-    let img = image::read_rgb(&image_path).unwrap();
+    let img = image::read_rgb(image_path).unwrap();
     let (w, h) = (img.width as u32, img.height as u32);
     let cfg = PreprocessConfig {
         points_per_side: 4,
@@ -359,6 +383,22 @@ fn onnx_sam_matches_the_reference_and_checks_its_contract() {
     }
     let a = arrays(&img, &finals, &mut FakeClip, &cfg, &mut t).unwrap();
     assert_eq!(a.seg, npy(&out, "seg.npy").1, "segmentation maps");
+}
+
+/// SAM through ONNX Runtime matches the reference, and contract errors name the file.
+#[test]
+fn onnx_sam_matches_the_reference_and_checks_its_contract() {
+    let Some(py) = python() else { return };
+    let Some(image_path) = lsplat_data::testdata::test_file("fern_llff/images_8/image001.png")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let sam = tmp.path().join("sam");
+    synthetic_sam(&py, &sam, &[]);
+    let rt = lsplat_models::runtime::load(Some(&ort_library(&py))).unwrap();
+    let opts = lsplat_models::session::SessionOptions::default();
+    onnx_matches_the_reference(&py, &image_path, &sam, rt);
     // Contract errors name the file.
     let bad = tmp.path().join("bad");
     std::fs::create_dir(&bad).unwrap();
@@ -383,6 +423,39 @@ fn onnx_sam_matches_the_reference_and_checks_its_contract() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("no such SAM model folder"), "{e}");
+}
+
+/// A folder whose `sam.json` declares EfficientSAM's resize runs as EfficientSAM's
+/// predictor does, through ONNX Runtime; a bad `sam.json` is an error naming it.
+#[test]
+fn onnx_efficient_sam_folder_matches_the_reference() {
+    let Some(py) = python() else { return };
+    let Some(image_path) = lsplat_data::testdata::test_file("fern_llff/images_8/image001.png")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let sam = tmp.path().join("esam");
+    synthetic_sam(&py, &sam, &["--resize", "stretch"]);
+    let rt = lsplat_models::runtime::load(Some(&ort_library(&py))).unwrap();
+    let opts = lsplat_models::session::SessionOptions::default();
+    let (enc, _) = lsplat_prep::onnx::load_sam(&sam, rt, &opts).unwrap();
+    assert_eq!(enc.resize(), InputResize::Stretch);
+    onnx_matches_the_reference(&py, &image_path, &sam, rt);
+    for (text, want) in [
+        (r#"{"resize": "squash"}"#, "unknown variant `squash`"),
+        (
+            r#"{"resize": "stretch", "side": 1024}"#,
+            "unknown field `side`",
+        ),
+        ("{", "EOF"),
+    ] {
+        std::fs::write(sam.join("sam.json"), text).unwrap();
+        let e = lsplat_prep::onnx::load_sam(&sam, rt, &opts)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sam.json") && e.contains(want), "{e}");
+    }
 }
 
 /// OpenCV's `cv2.resize(INTER_LINEAR)` on uint8 against ours: square crops of many

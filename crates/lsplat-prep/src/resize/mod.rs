@@ -7,8 +7,12 @@
 //! - [`pil`]: Pillow's `Image.resize(..., BILINEAR)` (antialiased, fixed-point), which
 //!   SAM's `ResizeLongestSide.apply_image` uses for the encoder input.
 //! - [`logits`]: PyTorch's `F.interpolate(mode="bilinear", align_corners=False)` in
-//!   float32, which SAM's `postprocess_masks` applies to the low-resolution mask logits.
+//!   float32, which SAM's `postprocess_masks` applies to the low-resolution mask logits,
+//!   and the same on images in `0..1` (EfficientSAM's encoder input, [`logits::stretch`]).
+//! - [`cubic`]: PyTorch's `F.interpolate(mode="bicubic", align_corners=False)` in
+//!   float32, which EfficientSAM's predictor applies to its mask logits.
 
+pub mod cubic;
 pub mod cv;
 pub mod logits;
 pub mod pil;

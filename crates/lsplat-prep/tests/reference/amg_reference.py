@@ -8,8 +8,15 @@ The SAM networks are replaced: the decoder is `synthetic_decoder` (or an ONNX fi
 by onnxruntime), whose every call is recorded so the engine can be driven by the same
 outputs; the encoder's inputs are recorded and checked by the engine.
 
+With `--resize stretch` the predictor is EfficientSAM's (efficient_sam/efficient_sam.py,
+`EfficientSam.forward` with `scale_to_original_image_size=True`, run per crop by SAM's
+generator): the crop as `ToTensor()` gives it (v / 255), stretched to S x S by
+bilinear `F.interpolate`, normalised with mean (0.485, 0.456, 0.406) and std (0.229,
+0.224, 0.225); points scaled by S / width and S / height; the low-resolution logits
+upsampled straight to the crop's size by bicubic `F.interpolate`.
+
 Usage: amg_reference.py --image PNG --out DIR [--points 6] [--layers 1]
-       [--nms-max-dim 1024] [--min-area 100] [--sam SAM_DIR]
+       [--nms-max-dim 1024] [--min-area 100] [--sam SAM_DIR] [--resize stretch]
 """
 import argparse
 import math
@@ -22,6 +29,8 @@ from PIL import Image
 
 MEAN = np.array([123.675, 116.28, 103.53], np.float32)
 STD = np.array([58.395, 57.12, 57.375], np.float32)
+STRETCH_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+STRETCH_STD = np.array([0.229, 0.224, 0.225], np.float32)
 LEVELS = ["default", "s", "m", "l"]
 
 
@@ -135,6 +144,52 @@ def interpolate(x, out_h, out_w):
     return h0[None, :, None] * t0 + h1[None, :, None] * t1
 
 
+def cubic_taps(n_in, n_out):
+    """ATen's bicubic indices and weights (align_corners=False, A = -0.75): source
+    scale*(dst + 0.5) - 0.5 not clamped, base min(floor, n - 1), t clamped to [0, 1],
+    indices base-1 .. base+2 clamped to the input; Keys' cubic in float32."""
+    f = np.float32
+    scale = f(n_in) / f(n_out)
+    d = np.arange(n_out, dtype=np.float64)
+    src = (np.float64(scale) * (d + 0.5) - 0.5).astype(np.float32)
+    base = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    t = np.clip(src - base.astype(np.float32), f(0), f(1)).astype(np.float32)
+    a = f(-0.75)
+
+    def conv1(x):  # |x| <= 1
+        return ((a + f(2)) * x - (a + f(3))) * x * x + f(1)
+
+    def conv2(x):  # 1 < |x| < 2
+        return ((a * x - f(5) * a) * x + f(8) * a) * x - f(4) * a
+
+    u = f(1) - t
+    weights = [conv2(t + f(1)), conv1(t), conv1(u), conv2(u + f(1))]
+    index = [np.clip(base + j - 1, 0, n_in - 1) for j in range(4)]
+    return index, [w.astype(np.float32) for w in weights]
+
+
+def bicubic(x, out_h, out_w):
+    """F.interpolate(x, (out_h, out_w), mode="bicubic", align_corners=False) on
+    [N, h, w] float32, summed as ATen's CPU kernel does: over rows of (over columns)."""
+    yi, yw = cubic_taps(x.shape[1], out_h)
+    xi, xw = cubic_taps(x.shape[2], out_w)
+    rows = x[:, :, xi[0]] * xw[0]
+    for j in range(1, 4):
+        rows = rows + x[:, :, xi[j]] * xw[j]
+    out = rows[:, yi[0], :] * yw[0][None, :, None]
+    for j in range(1, 4):
+        out = out + rows[:, yi[j], :] * yw[j][None, :, None]
+    return out
+
+
+def stretch_input(crop, side):
+    """EfficientSAM's preprocess on ToTensor()'s crop: bilinear to side x side, then
+    (x - mean) / std, [3, side, side] float32."""
+    x = crop.astype(np.float32).transpose(2, 0, 1) / np.float32(255)
+    x = interpolate(x, side, side)
+    return np.ascontiguousarray((x - STRETCH_MEAN[:, None, None]) / STRETCH_STD[:, None, None])
+
+
 def postprocess_masks(low, side, input_size, crop_size):
     m = interpolate(low, side, side)
     m = m[:, : input_size[0], : input_size[1]]
@@ -226,10 +281,14 @@ def generate(image, rec, a):
         x0, y0, x1, y1 = crop_box
         crop = image[y0:y1, x0:x1, :]
         ch, cw = crop.shape[:2]
-        nh, nw = preprocess_shape(ch, cw, a.side)
-        resized = np.array(Image.fromarray(crop).resize((nw, nh), Image.BILINEAR))
-        x = np.zeros((3, a.side, a.side), np.float32)
-        x[:, :nh, :nw] = ((resized.astype(np.float32) - MEAN) / STD).transpose(2, 0, 1)
+        if a.resize == "stretch":
+            nh, nw = a.side, a.side
+            x = stretch_input(crop, a.side)
+        else:
+            nh, nw = preprocess_shape(ch, cw, a.side)
+            resized = np.array(Image.fromarray(crop).resize((nw, nh), Image.BILINEAR))
+            x = np.zeros((3, a.side, a.side), np.float32)
+            x[:, :nh, :nw] = ((resized.astype(np.float32) - MEAN) / STD).transpose(2, 0, 1)
         emb = rec.encode(x)
         if hasattr(rec.decoder, "embedding"):
             rec.decoder.embedding = emb
@@ -247,7 +306,11 @@ def generate(image, rec, a):
                 cand = [(i, k) for (i, k) in sel if iou[i, k] > np.float32(a.pred_iou)]
                 for g in range(0, len(cand), 16):
                     grp = cand[g: g + 16]
-                    lg = postprocess_masks(np.stack([low[i, k] for i, k in grp]), a.side, (nh, nw), (ch, cw))
+                    stack = np.stack([low[i, k] for i, k in grp])
+                    if a.resize == "stretch":
+                        lg = bicubic(stack, ch, cw)
+                    else:
+                        lg = postprocess_masks(stack, a.side, (nh, nw), (ch, cw))
                     for (i, k), m in zip(grp, lg):
                         hi = int((m > np.float32(1.0)).sum())
                         lo = int((m > np.float32(-1.0)).sum())
@@ -378,6 +441,8 @@ def main():
     ap.add_argument("--min-area", type=int, default=100)
     ap.add_argument("--nms-max-dim", type=int, default=1024)
     ap.add_argument("--sam", default=None, help="a SAM model folder (encoder.onnx, decoder.onnx)")
+    ap.add_argument("--resize", choices=["longest_side", "stretch"], default="longest_side",
+                    help="SAM's input resize, or EfficientSAM's (stretch)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     bgr = cv2.imread(a.image)
