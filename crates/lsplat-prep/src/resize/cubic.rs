@@ -12,9 +12,11 @@
 //!
 //! Only a box of the output is evaluated. Bicubic weights have negative lobes (their
 //! absolute sum is at most [`NEGATIVE_LOBES`] beyond 1 in 2-D), so a value is at most
-//! `max + N·(max − min)` of its 16 taps; with `G` the smallest logit, a pixel whose
-//! taps are all below `L = (−offset − margin + N·G) / (1 + N)` is below `−offset`
-//! and counts nowhere. The box covers the outputs whose taps reach a logit ≥ `L`.
+//! `max + N·(max − min)` of its 16 taps, and a pixel whose taps give less than
+//! `−offset − margin` counts nowhere. First a coarse box: with `G` the smallest logit,
+//! taps all below `L = (−offset − margin + N·G) / (1 + N)` cannot reach it, so only
+//! windows near a logit ≥ `L` are looked at; then the bound of each 4×4 window there
+//! (one per pair of bases) keeps the box to the windows that can count.
 
 use crate::bitmask::{BitMask, words_per_row};
 use crate::resize::logits::Thresholded;
@@ -29,7 +31,9 @@ pub const NEGATIVE_LOBES: f32 = 0.5;
 /// One output position of a 1-D bicubic resize: four source indices and weights.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CubicTap {
-    /// Source indices, clamped to the input.
+    /// `⌊src⌋` capped at `n − 1` (−1 before the first sample's centre).
+    pub base: i64,
+    /// Source indices `base − 1 … base + 2`, clamped to the input.
     pub i: [u32; 4],
     /// Their weights.
     pub w: [f32; 4],
@@ -57,6 +61,7 @@ pub fn cubic_taps(n_in: usize, n_out: usize) -> Vec<CubicTap> {
             let t = (src - base as f32).clamp(0.0, 1.0);
             let u = 1.0 - t;
             CubicTap {
+                base,
                 i: [-1, 0, 1, 2].map(|j| (base + j).clamp(0, last) as u32),
                 w: [far(t + 1.0), near(t), near(u), far(u + 1.0)],
             }
@@ -72,6 +77,26 @@ fn dot4(s: [f32; 4], w: [f32; 4]) -> f32 {
     v += s[2] * w[2];
     v += s[3] * w[3];
     v
+}
+
+fn larger(a: f32, b: f32) -> f32 {
+    if a > b { a } else { b }
+}
+
+fn smaller(a: f32, b: f32) -> f32 {
+    if a < b { a } else { b }
+}
+
+/// `out[k] = pick(v[k], …, v[k + 3])` for `v` of `out.len() + 3` values (`pair` is
+/// scratch of at least `out.len() + 2`).
+fn quad(v: &[f32], pair: &mut [f32], out: &mut [f32], pick: fn(f32, f32) -> f32) {
+    let n = out.len();
+    for (p, w) in pair[..n + 2].iter_mut().zip(v.windows(2)) {
+        *p = pick(w[0], w[1]);
+    }
+    for (k, o) in out.iter_mut().enumerate() {
+        *o = pick(pair[k], pair[k + 2]);
+    }
 }
 
 /// The geometry of EfficientSAM's mask post-processing for one crop.
@@ -103,6 +128,78 @@ impl CubicResize {
         }
     }
 
+    /// The output rows `[ya, yb]` and columns `[xa, xb]` whose 4×4 windows may reach
+    /// `level`, given the low-resolution rows `q` and columns `p` that hold every logit
+    /// at or above the coarse floor.
+    fn live_box(
+        &self,
+        logits: &[f32],
+        q: (usize, usize),
+        p: (usize, usize),
+        level: f32,
+        scratch: &mut Vec<f32>,
+    ) -> Option<([usize; 2], [usize; 2])> {
+        let m = self.low as i64;
+        // Bases whose window [b − 1, b + 2] meets the coarse box. A window's samples
+        // are those of the edge-replicated extension at b − 1 … b + 2 (clamping only
+        // repeats edge values), so every window has four and the passes are plain
+        // sliding extrema.
+        let bases =
+            |(lo, hi): (usize, usize)| ((lo as i64 - 2).max(-1), (hi as i64 + 1).min(m - 1));
+        let ((by0, by1), (bx0, bx1)) = (bases(q), bases(p));
+        let (nbx, nby) = ((bx1 - bx0 + 1) as usize, (by1 - by0 + 1) as usize);
+        let nr = nby + 3;
+        let clamp = |v: i64| v.clamp(0, m - 1) as usize;
+        scratch.clear();
+        scratch.resize(2 * nr * nbx + 2 * (nbx + 3) + 2 * nbx, 0.0);
+        let (hi, rest) = scratch.split_at_mut(nr * nbx);
+        let (lo, rest) = rest.split_at_mut(nr * nbx);
+        let (ext, rest) = rest.split_at_mut(nbx + 3);
+        let (pair, rest) = rest.split_at_mut(nbx + 3);
+        let (top, bottom) = rest.split_at_mut(nbx);
+        // Row pass: each extended row's max and min over every column window.
+        for j in 0..nr {
+            let src = &logits[clamp(by0 - 1 + j as i64) * self.low..][..self.low];
+            for (c, e) in ext.iter_mut().enumerate() {
+                *e = src[clamp(bx0 - 1 + c as i64)];
+            }
+            quad(ext, pair, &mut hi[j * nbx..][..nbx], larger);
+            quad(ext, pair, &mut lo[j * nbx..][..nbx], smaller);
+        }
+        // Column pass: the windows' extrema, and which windows may reach the level.
+        let (mut fy, mut fx) = ((i64::MAX, i64::MIN), (i64::MAX, i64::MIN));
+        for j in 0..nby {
+            let (h, l) = (&hi[j * nbx..][..4 * nbx], &lo[j * nbx..][..4 * nbx]);
+            for k in 0..nbx {
+                top[k] = larger(
+                    larger(h[k], h[nbx + k]),
+                    larger(h[2 * nbx + k], h[3 * nbx + k]),
+                );
+                bottom[k] = smaller(
+                    smaller(l[k], l[nbx + k]),
+                    smaller(l[2 * nbx + k], l[3 * nbx + k]),
+                );
+            }
+            let live = |k: &usize| top[*k] + NEGATIVE_LOBES * (top[*k] - bottom[*k]) >= level;
+            if let (Some(a), Some(b)) = ((0..nbx).find(live), (0..nbx).rfind(live)) {
+                let by = by0 + j as i64;
+                fy = (fy.0.min(by), fy.1.max(by));
+                fx = (fx.0.min(bx0 + a as i64), fx.1.max(bx0 + b as i64));
+            }
+        }
+        if fy.0 > fy.1 {
+            return None;
+        }
+        let span = |taps: &[CubicTap], (b0, b1): (i64, i64)| {
+            let inside = |t: &CubicTap| (b0..=b1).contains(&t.base);
+            Some([
+                taps.iter().position(inside)?,
+                taps.iter().rposition(inside)?,
+            ])
+        };
+        Some((span(&self.ty, fy)?, span(&self.tx, fx)?))
+    }
+
     /// Thresholds one mask's logits (`M×M`, row-major) at 0 and counts the pixels above
     /// `±offset`. `scratch` is reused between calls.
     pub fn apply(&self, logits: &[f32], offset: f32, scratch: &mut Vec<f32>) -> Thresholded {
@@ -126,14 +223,8 @@ impl CubicResize {
         if qa == usize::MAX {
             return empty();
         }
-        let reach =
-            |t: &CubicTap, lo: usize, hi: usize| t.i[0] as usize <= hi && t.i[3] as usize >= lo;
-        let span = |taps: &[CubicTap], lo: usize, hi: usize| {
-            let a = taps.iter().position(|t| reach(t, lo, hi))?;
-            let b = taps.iter().rposition(|t| reach(t, lo, hi))?;
-            Some((a, b))
-        };
-        let (Some((xa, xb)), Some((ya, yb))) = (span(&self.tx, pa, pb), span(&self.ty, qa, qb))
+        let Some(([ya, yb], [xa, xb])) =
+            self.live_box(logits, (qa, qb), (pa, pb), -offset - margin, scratch)
         else {
             return empty();
         };
