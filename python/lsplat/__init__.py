@@ -601,7 +601,8 @@ def preprocess(
     generator with LangSplat's settings, LangSplat's mask NMS and CLIP's image tower,
     into ``out/language_features/<image>_f.npy`` and ``_s.npy`` (LangSplat's layout);
     ``dataset`` also imports them as an engine dataset. ``sam`` is a folder with
-    ``encoder.onnx`` and ``decoder.onnx``, ``clip`` a CLIP folder (docs/formats.md;
+    ``encoder.onnx`` and ``decoder.onnx`` (SAM ViT-H/L/B, MobileSAM; EfficientSAM's
+    also holds ``sam.json``), ``clip`` a CLIP folder (docs/formats.md;
     ``scripts/export_sam.py`` and ``scripts/export_clip.py`` make them from your
     weights). ``resolution``: -1 is LangSplat's rule (taller than 1080 → height 1080),
     1, 2, 4, 8 divide, any other N is a width.

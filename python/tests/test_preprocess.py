@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -96,6 +98,34 @@ def test_a_callback_stops_and_a_second_call_resumes(models: Tuple[Path, Path], i
     with pytest.raises(KeyError, match="from the callback"):
         lsplat.preprocess(images, tmp_path / "o", sam=sam, clip=clip, config=SETTINGS, callback=fail)
     assert len(_arrays(tmp_path / "o")) == 2
+
+
+def test_ctrl_c_stops_between_images_and_a_second_call_resumes(models: Tuple[Path, Path], data_dir: Path, tmp_path: Path) -> None:
+    """A SIGINT that arrives while the engine works (the GIL released) is raised as
+    KeyboardInterrupt once the image in progress is written whole."""
+    sam, clip = models
+    images = tmp_path / "images"
+    images.mkdir()
+    for src in sorted((data_dir / "fern_llff" / "images_8").glob("*.png"))[:8]:
+        shutil.copy(src, images / src.name)
+    timers: List[threading.Timer] = []
+
+    def interrupt_soon(done: int, total: int, image: Optional[str]) -> None:
+        if not timers:  # after the first image: Ctrl-C while the second one runs
+            timers.append(threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT)))
+            timers[0].start()
+
+    out = tmp_path / "o"
+    with pytest.raises(KeyboardInterrupt):
+        lsplat.preprocess(images, out, sam=sam, clip=clip, config=SETTINGS, callback=interrupt_soon)
+    timers[0].join()
+    written = [n for n, _ in _arrays(out)]
+    assert len(written) % 2 == 0 and 4 <= len(written) <= 14, written
+    for n in written:  # every file written is whole
+        assert np.load(out / "language_features" / n).size > 0
+    r = lsplat.preprocess(images, out, sam=sam, clip=clip, config=SETTINGS, progress=False)
+    assert (r["processed"], r["stopped"]) == (8 - len(written) // 2, False)
+    assert len(_arrays(out)) == 16
 
 
 def test_onnx_runtime_is_found_in_the_installed_package(models: Tuple[Path, Path], images: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,8 @@ pub struct PreprocessArgs {
     /// without --out, `language_features/` is written into it.
     #[arg(short = 's', long = "source")]
     pub source: Option<PathBuf>,
-    /// SAM model folder: `encoder.onnx` and `decoder.onnx` (docs/formats.md).
+    /// SAM model folder: `encoder.onnx`, `decoder.onnx` and, for EfficientSAM, `sam.json`
+    /// (docs/formats.md; `scripts/export_sam.py` makes one).
     #[arg(long)]
     pub sam: PathBuf,
     /// CLIP model folder (its `image.onnx`, or the file `preprocess.clip_image_file`
