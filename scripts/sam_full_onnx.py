@@ -2,8 +2,8 @@
 ONNX graphs on lsplat-engine's SAM contract (docs/formats.md), built with the `onnx`
 package (no torch, no downloaded weights): for benchmarks, and at tiny sizes for tests.
 
-    python scripts/sam_full_onnx.py make OUT_DIR --encoder vit_h|vit_l|vit_b|vit_t|tiny_vit|tiny_vit_t
-        [--decoder sam|tiny] [--seed S] [--iou-bias B] [--blobs]
+    python scripts/sam_full_onnx.py make OUT_DIR --encoder vit_h|vit_l|vit_b|vit_t|esam_ti|esam_s|tiny_vit|tiny_vit_t|tiny_esam
+        [--decoder sam|tiny|esam|tiny_esam] [--seed S] [--iou-bias B] [--blobs]
 
 writes OUT_DIR/encoder.onnx and OUT_DIR/decoder.onnx. Full-size graphs keep their
 weights in ONNX external data (`encoder.onnx.data`, ViT-H: 2.5 GB), so the builder never
@@ -29,7 +29,16 @@ The architectures follow segment-anything's modeling code and MobileSAM's TinyVi
   `SamPredictor.predict_torch(multimask_output=True, return_logits=True)` before
   `postprocess_masks`.
 
-`tiny_vit` and `tiny_vit_t` (with decoder `tiny`) take the same code paths at S = 128
+- `esam_ti`, `esam_s` with decoder `esam`: EfficientSAM (efficient_sam/*.py): a plain
+  ViT (global attention in every block, no relative positions, the position embedding
+  stored at 64×64 where EfficientSAM interpolates its 14×14 one), SAM's neck; its
+  prompt encoder (the point padded to six slots with label −1, the padding's position
+  encoding kept, one embedding per label, no dense embedding); its two-way transformer
+  (GELU MLP, residual self-attention in every layer with the positions added to the
+  queries themselves), GroupNorm(1) in the upscaling, GELU in the hypernetwork and IoU
+  MLPs. The folder also gets `sam.json` (`"resize": "stretch"`).
+
+`tiny_vit`, `tiny_vit_t` (with decoder `tiny`) and `tiny_esam` (decoder `tiny_esam`) take the same code paths at S = 128
 (padded windows, global blocks, TinyViT's padded, unpadded and single-window stages) so
 a test can compare them with the NumPy reference in a second. Linear weights are
 stored as MatMul operands, `[in, out]` (the transpose of torch's `[out, in]`).
@@ -62,10 +71,21 @@ ENCODERS = {
                      global_attn=[1, 3], window=3, out_chans=32),
     "tiny_vit_t": dict(kind="tinyvit", side=128, dims=[8, 16, 20, 32], depths=[1, 2, 2, 1],
                        heads=[1, 2, 2, 4], windows=[7, 7, 4, 8], out_chans=32),
+    # EfficientSAM: a plain ViT (global attention everywhere, no relative positions).
+    "esam_ti": dict(kind="vit", family="efficient_sam", side=1024, patch=16, embed=192, depth=12,
+                    heads=3, global_attn=list(range(12)), window=0, rel_pos=False, out_chans=256),
+    "esam_s": dict(kind="vit", family="efficient_sam", side=1024, patch=16, embed=384, depth=12,
+                   heads=6, global_attn=list(range(12)), window=0, rel_pos=False, out_chans=256),
+    "tiny_esam": dict(kind="vit", family="efficient_sam", side=128, patch=16, embed=32, depth=2,
+                      heads=2, global_attn=[0, 1], window=0, rel_pos=False, out_chans=32),
 }
 DECODERS = {
     "sam": dict(dim=256, heads=8, mlp=2048, depth=2, iou_hidden=256, downsample=2, tokens=4),
     "tiny": dict(dim=32, heads=4, mlp=64, depth=2, iou_hidden=32, downsample=2, tokens=4),
+    "esam": dict(dim=256, heads=8, mlp=2048, depth=2, iou_hidden=256, downsample=2, tokens=4,
+                 family="efficient_sam", points=6),
+    "tiny_esam": dict(dim=32, heads=4, mlp=64, depth=2, iou_hidden=32, downsample=2, tokens=4,
+                      family="efficient_sam", points=6),
 }
 MLP_RATIO = 4
 MBCONV_EXPAND = 4
@@ -178,8 +198,9 @@ def rel_index(q, k):
     return (np.arange(q)[:, None] - np.arange(k)[None, :] + (k - 1)).astype(np.int64)
 
 
-def vit_attention(g, x, prefix, dim, heads, size):
-    """SAM's Attention on x [Bw, h, w, dim] with decomposed relative positions."""
+def vit_attention(g, x, prefix, dim, heads, size, rel_pos=True):
+    """SAM's Attention on x [Bw, h, w, dim] with decomposed relative positions
+    (EfficientSAM's without them)."""
     h, w = size
     hd = dim // heads
     qkv = g.linear(x, prefix + ".qkv", dim, 3 * dim)
@@ -188,6 +209,11 @@ def vit_attention(g, x, prefix, dim, heads, size):
     qkv = g.op("Reshape", [qkv, g.i64([3, -1, h * w, hd])])
     q, k, v = (g.op("Squeeze", [t, g.i64([0])]) for t in g.op("Split", [qkv, g.i64([1, 1, 1])], n_out=3, axis=0))
     attn = g.op("MatMul", [g.op("Mul", [q, g.f32(hd ** -0.5)]), g.op("Transpose", [k], perm=[0, 2, 1])])
+    if not rel_pos:
+        out = g.op("MatMul", [g.op("Softmax", [attn], axis=-1), v])
+        out = g.op("Reshape", [out, g.i64([-1, heads, h, w, hd])])
+        out = g.op("Reshape", [g.op("Transpose", [out], perm=[0, 2, 3, 1, 4]), g.i64([-1, h, w, dim])])
+        return g.linear(out, prefix + ".proj", dim, dim)
     rh = g.op("Gather", [g.rand(prefix + ".rel_pos_h", (2 * h - 1, hd), 0.5), g.i64(rel_index(h, h))], axis=0)
     rw = g.op("Gather", [g.rand(prefix + ".rel_pos_w", (2 * w - 1, hd), 0.5), g.i64(rel_index(w, w))], axis=0)
     rq = g.op("Reshape", [q, g.i64([-1, h, w, hd])])
@@ -239,7 +265,7 @@ def vit_encoder(g, c):
             h = vit_attention(g, h, p + ".attn", e, c["heads"], (ws, ws))
             h = unwindows(g, h, (grid, grid), padded, ws, e)
         else:
-            h = vit_attention(g, h, p + ".attn", e, c["heads"], (grid, grid))
+            h = vit_attention(g, h, p + ".attn", e, c["heads"], (grid, grid), c.get("rel_pos", True))
         x = g.op("Add", [x, h])
         h = g.layer_norm(x, p + ".norm2", e, 1e-6)
         h = g.linear(g.gelu(g.linear(h, p + ".mlp.lin1", e, MLP_RATIO * e)), p + ".mlp.lin2", MLP_RATIO * e, e)
@@ -374,20 +400,19 @@ def attention(g, q, k, v, prefix, dim, heads, down):
     return g.linear(g.op("Reshape", [o, g.i64([0, 0, inner])]), prefix + ".out_proj", inner, dim)
 
 
-def mlp(g, x, prefix, dims, relu_last=False):
+def mlp(g, x, prefix, dims, relu_last=False, gelu=False):
+    """SAM's MLP (ReLU between layers); EfficientSAM's MLPBlock is the same with GELU."""
     for i, (a, b) in enumerate(zip(dims, dims[1:])):
         x = g.linear(x, f"{prefix}.layers.{i}", a, b)
         if i < len(dims) - 2 or relu_last:
-            x = g.op("Relu", [x])
+            x = g.gelu(x) if gelu else g.op("Relu", [x])
     return x
 
 
-def decoder_model(c, side, seed, iou_bias, blobs=False):
-    g = Graph(np.random.default_rng(seed))
-    d, e, heads, down = c["dim"], side // 16, c["heads"], c["downsample"]
-    nt = c["tokens"]
-    gauss = g.rand("prompt_encoder.pe_layer.positional_encoding_gaussian_matrix", (2, d // 2), 1.0)
-    # Prompt encoder: the point (+0.5, label from the input) and SAM's padding point.
+def sam_points(g, gauss, side, d):
+    """SAM's PromptEncoder for one point: the point and a padding point (label −1, its
+    position encoding zeroed), plus the embedding of each label; and the no-mask dense
+    embedding."""
     pts = g.op("Add", ["point_coords", g.f32(0.5)])
     pad_pt = g.op("Expand", [g.f32(np.zeros((1, 1, 2))), g.op("Shape", ["point_coords"])])
     pad_lab = g.op("Expand", [g.f32(-np.ones((1, 1))), g.op("Shape", ["point_labels"])])
@@ -406,6 +431,51 @@ def decoder_model(c, side, seed, iou_bias, blobs=False):
         w = g.rand(name, (1, d), 1.0)
         sparse = g.op("Add", [sparse, g.op("Mul", [g.op("Cast", [is_label(v)], to=TensorProto.FLOAT), w])])
     no_mask = g.rand("prompt_encoder.no_mask_embed.weight", (1, d), 1.0)
+    return sparse, no_mask
+
+
+def efficient_sam_points(g, gauss, side, d, n_points):
+    """EfficientSAM's PromptEncoder for one point padded to its n_points slots: the
+    padding has coordinates −1 and label −1; +0.5, the position encoding (not zeroed
+    for padding), plus the embedding of each label (−1 invalid, 1 point, 2, 3 box)."""
+    batch = g.op("Slice", [g.op("Shape", ["point_coords"]), g.i64([0]), g.i64([1])])
+    npad = n_points - 1
+    pad_pt = g.op("Expand", [g.f32(-np.ones((1, 1, 2))), g.op("Concat", [batch, g.i64([npad, 2])], axis=0)])
+    pad_lab = g.op("Expand", [g.f32(-np.ones((1, 1))), g.op("Concat", [batch, g.i64([npad])], axis=0)])
+    coords = g.op("Add", [g.op("Concat", ["point_coords", pad_pt], axis=1), g.f32(0.5)])
+    labels = g.op("Unsqueeze", [g.op("Concat", ["point_labels", pad_lab], axis=1), g.i64([2])])
+    sparse = fourier(g, g.op("Div", [coords, g.f32([side, side])]), gauss)
+    for v, name in ((-1.0, "invalid_points"), (1.0, "point_embeddings"),
+                    (2.0, "bbox_top_left_embeddings"), (3.0, "bbox_bottom_right_embeddings")):
+        w = g.rand(f"prompt_encoder.{name}.weight", (1, d), 1.0)
+        on = g.op("Cast", [g.op("Equal", [labels, g.f32(v)])], to=TensorProto.FLOAT)
+        sparse = g.op("Add", [sparse, g.op("Mul", [on, w])])
+    return sparse
+
+
+def group_norm_1(g, x, prefix, channels, eps=1e-5):
+    """nn.GroupNorm(1, C) on [B, C, H, W]: one mean and variance per sample."""
+    u = g.op("ReduceMean", [x], axes=[1, 2, 3], keepdims=1)
+    d = g.op("Sub", [x, u])
+    v = g.op("ReduceMean", [g.op("Mul", [d, d])], axes=[1, 2, 3], keepdims=1)
+    y = g.op("Div", [d, g.op("Sqrt", [g.op("Add", [v, g.f32(eps)])])])
+    w = g.rand(prefix + ".weight", (channels, 1, 1), 0.1, 1.0)
+    b = g.rand(prefix + ".bias", (channels, 1, 1), 0.1)
+    return g.op("Add", [g.op("Mul", [y, w]), b])
+
+
+def decoder_model(c, side, seed, iou_bias, blobs=False):
+    g = Graph(np.random.default_rng(seed))
+    d, e, heads, down = c["dim"], side // 16, c["heads"], c["downsample"]
+    nt = c["tokens"]
+    esam = c.get("family") == "efficient_sam"
+    gauss = g.rand("prompt_encoder.pe_layer.positional_encoding_gaussian_matrix", (2, d // 2), 1.0)
+    # Prompt encoder: the point (+0.5, label from the input) and SAM's padding point;
+    # EfficientSAM's pads to its six slots and has no dense (no-mask) embedding.
+    if esam:
+        sparse = efficient_sam_points(g, gauss, side, d, c["points"])
+    else:
+        sparse, no_mask = sam_points(g, gauss, side, d)
     # The dense position encoding of the e×e grid (cell centres).
     yy, xx = np.mgrid[0:e, 0:e].astype(np.float32)
     grid = np.stack([(xx + 0.5) / e, (yy + 0.5) / e], axis=-1)
@@ -418,8 +488,9 @@ def decoder_model(c, side, seed, iou_bias, blobs=False):
                               g.op("Concat", [batch, g.i64([1, 1])], axis=0)])
     tokens = g.op("Concat", [out_tok, sparse], axis=1)
     src_shape = g.op("Concat", [batch, g.i64([1, 1, 1])], axis=0)
-    src = g.op("Add", [g.op("Tile", ["image_embeddings", src_shape]),
-                       g.op("Reshape", [no_mask, g.i64([1, d, 1, 1])])])
+    src = g.op("Tile", ["image_embeddings", src_shape])
+    if not esam:
+        src = g.op("Add", [src, g.op("Reshape", [no_mask, g.i64([1, d, 1, 1])])])
     pos = g.op("Tile", [g.op("Unsqueeze", [image_pe, g.i64([0])]), src_shape])
     keys = g.op("Transpose", [g.op("Reshape", [src, g.i64([0, d, -1])])], perm=[0, 2, 1])
     key_pe = g.op("Transpose", [g.op("Reshape", [pos, g.i64([0, d, -1])])], perm=[0, 2, 1])
@@ -427,7 +498,11 @@ def decoder_model(c, side, seed, iou_bias, blobs=False):
     t = "mask_decoder.transformer"
     for i in range(c["depth"]):
         p = f"{t}.layers.{i}"
-        if i == 0:
+        if esam:  # the positions join the queries themselves; the first layer has none
+            if i > 0:
+                queries = g.op("Add", [queries, query_pe])
+            queries = g.op("Add", [queries, attention(g, queries, queries, queries, p + ".self_attn", d, heads, 1)])
+        elif i == 0:
             queries = attention(g, queries, queries, queries, p + ".self_attn", d, heads, 1)
         else:
             q = g.op("Add", [queries, query_pe])
@@ -436,7 +511,8 @@ def decoder_model(c, side, seed, iou_bias, blobs=False):
         q, k = g.op("Add", [queries, query_pe]), g.op("Add", [keys, key_pe])
         queries = g.op("Add", [queries, attention(g, q, k, keys, p + ".cross_attn_token_to_image", d, heads, down)])
         queries = g.layer_norm(queries, p + ".norm2", d, 1e-5)
-        m = g.linear(g.op("Relu", [g.linear(queries, p + ".mlp.lin1", d, c["mlp"])]), p + ".mlp.lin2", c["mlp"], d)
+        m = g.linear(queries, p + ".mlp.lin1", d, c["mlp"])
+        m = g.linear(g.gelu(m) if esam else g.op("Relu", [m]), p + ".mlp.lin2", c["mlp"], d)
         queries = g.layer_norm(g.op("Add", [queries, m]), p + ".norm3", d, 1e-5)
         q, k = g.op("Add", [queries, query_pe]), g.op("Add", [keys, key_pe])
         keys = g.op("Add", [keys, attention(g, k, q, queries, p + ".cross_attn_image_to_token", d, heads, down)])
@@ -450,19 +526,21 @@ def decoder_model(c, side, seed, iou_bias, blobs=False):
         p = f"mask_decoder.output_upscaling.{3 * j}"
         w = g.rand(p + ".weight", (a, b, 2, 2), a ** -0.5)
         up = g.op("ConvTranspose", [up, w, g.rand(p + ".bias", (b,), 0.02)], kernel_shape=[2, 2], strides=[2, 2])
-        if j == 0:
+        if j == 0 and esam:
+            up = group_norm_1(g, up, "mask_decoder.output_upscaling.1", b)
+        elif j == 0:
             up = g.layer_norm_2d(up, "mask_decoder.output_upscaling.1", b)
         up = g.gelu(up)
     hyper = []
     for i in range(nt):
         tok = g.op("Gather", [hs, g.i64(1 + i)], axis=1)
-        h = mlp(g, tok, f"mask_decoder.output_hypernetworks_mlps.{i}", [d, d, d, d // 8])
+        h = mlp(g, tok, f"mask_decoder.output_hypernetworks_mlps.{i}", [d, d, d, d // 8], gelu=esam)
         hyper.append(g.op("Unsqueeze", [h, g.i64([1])]))
     hyper = g.op("Concat", hyper, axis=1)  # [B, 4, d/8]
     masks = g.op("MatMul", [hyper, g.op("Reshape", [up, g.i64([0, d // 8, -1])])])
     masks = g.op("Reshape", [masks, g.i64([0, nt, 4 * e, 4 * e])])
     iou_in = g.op("Gather", [hs, g.i64(0)], axis=1)
-    iou = mlp(g, iou_in, "mask_decoder.iou_prediction_head", [d, c["iou_hidden"], c["iou_hidden"], nt])
+    iou = mlp(g, iou_in, "mask_decoder.iou_prediction_head", [d, c["iou_hidden"], c["iou_hidden"], nt], gelu=esam)
     iou = g.op("Add", [iou, g.f32(iou_bias)])
     masks = g.op("Slice", [masks, g.i64([1]), g.i64([nt]), g.i64([1])])
     iou = g.op("Slice", [iou, g.i64([1]), g.i64([nt]), g.i64([1])])
@@ -500,7 +578,9 @@ def with_blobs(g, masks, iou, side, channels):
 
 def make(out, encoder, decoder, seed, iou_bias, blobs=False):
     c = ENCODERS[encoder]
-    dc = DECODERS[decoder or ("tiny" if c["side"] < 1024 else "sam")]
+    esam = c.get("family") == "efficient_sam"
+    default = ("tiny" if c["side"] < 1024 else "sam") if not esam else ("tiny_esam" if c["side"] < 1024 else "esam")
+    dc = DECODERS[decoder or default]
     if dc["dim"] != c["out_chans"]:
         raise SystemExit(f"decoder width {dc['dim']} != encoder output {c['out_chans']}")
     os.makedirs(out, exist_ok=True)
@@ -513,6 +593,9 @@ def make(out, encoder, decoder, seed, iou_bias, blobs=False):
     onnx.save(dec, dec_path)
     for p in (enc_path, dec_path):
         onnx.checker.check_model(p)
+    if esam:  # EfficientSAM stretches its input (docs/formats.md)
+        with open(os.path.join(out, "sam.json"), "w") as f:
+            json.dump({"resize": "stretch"}, f)
     print(f"wrote {enc_path} ({encoder}) and {dec_path} (S = {c['side']})")
 
 

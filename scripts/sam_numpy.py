@@ -1,5 +1,6 @@
 """A float64 NumPy reference of SAM's networks (segment-anything's ImageEncoderViT,
-PromptEncoder and MaskDecoder; MobileSAM's TinyViT), written from their torch modules,
+PromptEncoder and MaskDecoder; MobileSAM's TinyViT; EfficientSAM's ViT, prompt encoder
+and mask decoder), written from their torch modules,
 that reads the weights and configuration of scripts/sam_full_onnx.py's graphs back
 from the ONNX files and computes what the graphs should output.
 
@@ -106,12 +107,15 @@ def get_rel_pos(q_size, k_size, rel_pos):
     return rel_pos[((q - k) + (k_size - 1) * max(q_size / k_size, 1.0)).astype(np.int64)]
 
 
-def vit_attention(P, x, prefix, heads):
+def vit_attention(P, x, prefix, heads, rel_pos=True):
     b, h, w, dim = x.shape
     hd = dim // heads
     qkv = linear(P, x, prefix + ".qkv").reshape(b, h * w, 3, heads, -1).transpose(2, 0, 3, 1, 4)
     q, k, v = qkv.reshape(3, b * heads, h * w, -1)
     attn = (q * hd ** -0.5) @ k.transpose(0, 2, 1)
+    if not rel_pos:  # EfficientSAM
+        x = (softmax(attn) @ v).reshape(b, heads, h, w, -1).transpose(0, 2, 3, 1, 4).reshape(b, h, w, -1)
+        return linear(P, x, prefix + ".proj")
     rh = get_rel_pos(h, h, P[prefix + ".rel_pos_h"])
     rw = get_rel_pos(w, w, P[prefix + ".rel_pos_w"])
     rq = q.reshape(b * heads, h, w, hd)
@@ -139,7 +143,7 @@ def vit_encoder(P, c, img):
         if ws > 0:
             hw = x.shape[1:3]
             x, pad_hw = window_partition(x, ws)
-        x = vit_attention(P, x, p + ".attn", c["heads"])
+        x = vit_attention(P, x, p + ".attn", c["heads"], c.get("rel_pos", True))
         if ws > 0:
             x = window_unpartition(x, ws, pad_hw, hw)
         x = shortcut + x
@@ -252,6 +256,26 @@ def embed_points(P, points, labels, side):
     return emb
 
 
+def embed_points_efficient_sam(P, points, labels, side, slots):
+    """EfficientSAM's _embed_points: padding to `slots` points at −1 with label −1, +0.5,
+    the position encoding kept for every slot, plus each label's embedding."""
+    b = points.shape[0]
+    points = np.concatenate([points, -np.ones((b, slots - 1, 2))], axis=1) + 0.5
+    labels = np.concatenate([labels, -np.ones((b, slots - 1))], axis=1)
+    emb = pe_encoding(P, points / np.array([side, side]))
+    for v, name in ((-1, "invalid_points"), (1, "point_embeddings"),
+                    (2, "bbox_top_left_embeddings"), (3, "bbox_bottom_right_embeddings")):
+        emb = emb + (labels == v)[:, :, None] * P[f"prompt_encoder.{name}.weight"][0]
+    return emb
+
+
+def group_norm_1(P, x, prefix, eps=1e-5):
+    u = x.mean(axis=(1, 2, 3), keepdims=True)
+    v = ((x - u) ** 2).mean(axis=(1, 2, 3), keepdims=True)
+    y = (x - u) / np.sqrt(v + eps)
+    return y * P[prefix + ".weight"].reshape(-1, 1, 1) + P[prefix + ".bias"].reshape(-1, 1, 1)
+
+
 def attention(P, q, k, v, prefix, heads):
     def sep(t):
         b, n, c = t.shape
@@ -265,11 +289,12 @@ def attention(P, q, k, v, prefix, heads):
     return linear(P, o.reshape(o.shape[0], o.shape[1], -1), prefix + ".out_proj")
 
 
-def mlp(P, x, prefix, layers):
+def mlp(P, x, prefix, layers, act=None):
+    act = act or (lambda t: np.maximum(t, 0))
     for i in range(layers):
         x = linear(P, x, f"{prefix}.layers.{i}")
         if i < layers - 1:
-            x = np.maximum(x, 0)
+            x = act(x)
     return x
 
 
@@ -277,8 +302,14 @@ def decoder(P, c, emb, points):
     side, heads = c["side"], c["heads"]
     b = points.shape[0]
     e = side // 16
-    sparse = embed_points(P, points, np.ones((b, 1)), side)
-    dense = np.broadcast_to(P["prompt_encoder.no_mask_embed.weight"].reshape(1, -1, 1, 1), (b, c["dim"], e, e))
+    esam = c.get("family") == "efficient_sam"
+    act = gelu if esam else (lambda t: np.maximum(t, 0))
+    if esam:  # no dense embedding
+        sparse = embed_points_efficient_sam(P, points, np.ones((b, 1)), side, c["points"])
+        dense = 0.0
+    else:
+        sparse = embed_points(P, points, np.ones((b, 1)), side)
+        dense = np.broadcast_to(P["prompt_encoder.no_mask_embed.weight"].reshape(1, -1, 1, 1), (b, c["dim"], e, e))
     grid = np.ones((e, e))
     y, x = grid.cumsum(0) - 0.5, grid.cumsum(1) - 0.5
     image_pe = pe_encoding(P, np.stack([x / e, y / e], axis=-1)).transpose(2, 0, 1)[None]
@@ -292,7 +323,11 @@ def decoder(P, c, emb, points):
     t = "mask_decoder.transformer"
     for i in range(c["depth"]):
         p = f"{t}.layers.{i}"
-        if i == 0:
+        if esam:  # EfficientSAM's TwoWayAttentionBlock: queries += pe (but the first), residual
+            if i > 0:
+                queries = queries + qpe
+            queries = queries + attention(P, queries, queries, queries, p + ".self_attn", heads)
+        elif i == 0:
             queries = attention(P, queries, queries, queries, p + ".self_attn", heads)
         else:
             q = queries + qpe
@@ -300,7 +335,7 @@ def decoder(P, c, emb, points):
         queries = layer_norm(P, queries, p + ".norm1", 1e-5)
         queries = queries + attention(P, queries + qpe, keys + key_pe, keys, p + ".cross_attn_token_to_image", heads)
         queries = layer_norm(P, queries, p + ".norm2", 1e-5)
-        m = linear(P, np.maximum(linear(P, queries, p + ".mlp.lin1"), 0), p + ".mlp.lin2")
+        m = linear(P, act(linear(P, queries, p + ".mlp.lin1")), p + ".mlp.lin2")
         queries = layer_norm(P, queries + m, p + ".norm3", 1e-5)
         keys = keys + attention(P, keys + key_pe, queries + qpe, queries, p + ".cross_attn_image_to_token", heads)
         keys = layer_norm(P, keys, p + ".norm4", 1e-5)
@@ -309,14 +344,14 @@ def decoder(P, c, emb, points):
     u = "mask_decoder.output_upscaling"
     up = keys.transpose(0, 2, 1).reshape(b, c["dim"], e, e)
     up = conv_transpose_2x2(up, P[u + ".0.weight"], P[u + ".0.bias"])
-    up = gelu(layer_norm_2d(P, up, u + ".1"))
+    up = gelu(group_norm_1(P, up, u + ".1") if esam else layer_norm_2d(P, up, u + ".1"))
     up = gelu(conv_transpose_2x2(up, P[u + ".3.weight"], P[u + ".3.bias"]))
     nt = c["tokens"]
-    hyper = np.stack([mlp(P, hs[:, 1 + i], f"mask_decoder.output_hypernetworks_mlps.{i}", 3)
+    hyper = np.stack([mlp(P, hs[:, 1 + i], f"mask_decoder.output_hypernetworks_mlps.{i}", 3, act)
                       for i in range(nt)], axis=1)
     bb, ch, h, w = up.shape
     masks = (hyper @ up.reshape(bb, ch, h * w)).reshape(bb, -1, h, w)
-    iou = mlp(P, hs[:, 0], "mask_decoder.iou_prediction_head", 3) + c["iou_bias"]
+    iou = mlp(P, hs[:, 0], "mask_decoder.iou_prediction_head", 3, act) + c["iou_bias"]
     return masks[:, 1:], iou[:, 1:]
 
 

@@ -1,10 +1,11 @@
 //! SAM's real architectures as ONNX graphs (scripts/sam_full_onnx.py: segment-anything's
-//! ViT image encoder, MobileSAM's TinyViT, the prompt encoder and mask decoder, seeded
-//! random weights) at their tiny test sizes, run by the engine's ONNX Runtime sessions,
-//! against a float64 NumPy reference written from the torch modules
-//! (scripts/sam_numpy.py) on a real photo: the graphs compute SAM's functions, not only
-//! its shapes. The full sizes (ViT-H/L/B, TinyViT-5M) take the same code paths and are
-//! for benchmarks only (benches/preprocess_sam.sh).
+//! ViT image encoder, MobileSAM's TinyViT, the prompt encoder and mask decoder, and
+//! EfficientSAM's ViT, prompt encoder and mask decoder; seeded random weights) at their
+//! tiny test sizes, run by the engine's ONNX Runtime sessions, against a float64 NumPy
+//! reference written from the torch modules (scripts/sam_numpy.py) on a real photo: the
+//! graphs compute the families' functions, not only their shapes. The full sizes
+//! (ViT-H/L/B, TinyViT-5M, EfficientSAM Ti/S) take the same code paths and are for
+//! benchmarks only (benches/preprocess_sam.sh).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,7 +13,7 @@ use std::process::Command;
 use lsplat_core::preprocess::PreprocessConfig;
 use lsplat_data::io::write_npy_f32;
 use lsplat_data::npy::read_npy;
-use lsplat_prep::model::{ImageEncoder, MaskDecoder, encoder_input};
+use lsplat_prep::model::{ImageEncoder, InputResize, MaskDecoder, encoder_input, stretch_input};
 use lsplat_prep::{Timings, amg, image};
 
 fn python() -> Option<String> {
@@ -91,7 +92,7 @@ fn sam_architectures_match_the_numpy_reference() {
     let opts = lsplat_models::session::SessionOptions::default();
     let img = image::read_rgb(&photo).unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    for encoder in ["tiny_vit", "tiny_vit_t"] {
+    for encoder in ["tiny_vit", "tiny_vit_t", "tiny_esam"] {
         let dir = tmp.path().join(encoder);
         script(
             &py,
@@ -106,7 +107,16 @@ fn sam_architectures_match_the_numpy_reference() {
         let (mut enc, mut dec) = lsplat_prep::onnx::load_sam(&dir, rt, &opts).unwrap();
         let side = enc.input_size();
         assert_eq!(side, 128);
-        let (input, _) = encoder_input(&img, side);
+        let stretch = encoder == "tiny_esam";
+        assert_eq!(
+            enc.resize() == InputResize::Stretch,
+            stretch,
+            "{encoder}: sam.json"
+        );
+        let input = match stretch {
+            true => stretch_input(&img, side),
+            false => encoder_input(&img, side).0,
+        };
         let emb = enc.encode(&input).unwrap();
         // Corners, the centre, fractional pixels.
         let points = [
