@@ -116,9 +116,15 @@ def test_ctrl_c_stops_between_images_and_a_second_call_resumes(models: Tuple[Pat
             timers[0].start()
 
     out = tmp_path / "o"
-    with pytest.raises(KeyboardInterrupt):
-        lsplat.preprocess(images, out, sam=sam, clip=clip, config=SETTINGS, callback=interrupt_soon)
-    timers[0].join()
+    # A shell that starts a job in the background has it ignore SIGINT (Python then
+    # keeps SIG_IGN); an interactive session has Python's default handler.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lsplat.preprocess(images, out, sam=sam, clip=clip, config=SETTINGS, callback=interrupt_soon)
+        timers[0].join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     written = [n for n, _ in _arrays(out)]
     assert len(written) % 2 == 0 and 4 <= len(written) <= 14, written
     for n in written:  # every file written is whole
