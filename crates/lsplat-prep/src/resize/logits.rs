@@ -86,6 +86,17 @@ pub struct Thresholded {
     pub mask: BitMask,
 }
 
+impl Thresholded {
+    /// No pixel above either level: an empty mask in a `frame`.
+    pub fn empty(frame: (u32, u32)) -> Thresholded {
+        Thresholded {
+            above_hi: 0,
+            above_lo: 0,
+            mask: BitMask::empty(frame.0, frame.1),
+        }
+    }
+}
+
 impl MaskResize {
     /// Post-processing of `M×M` logits for a crop of `out` = (w, h) at `offset` in a
     /// `frame`, encoded at side `s` where it filled `input` = (w, h).
@@ -116,11 +127,7 @@ impl MaskResize {
         let m = self.low;
         assert_eq!(logits.len(), m * m);
         let floor = -offset - 0.001;
-        let empty = || Thresholded {
-            above_hi: 0,
-            above_lo: 0,
-            mask: BitMask::empty(self.frame.0, self.frame.1),
-        };
+        let empty = || Thresholded::empty(self.frame);
         // Low-resolution box of the logits that can reach above −offset.
         let (mut qa, mut qb, mut pa, mut pb) = (usize::MAX, 0, usize::MAX, 0);
         for (q, row) in logits.chunks_exact(m).enumerate() {
