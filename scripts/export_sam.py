@@ -52,18 +52,6 @@ class Decoder(torch.nn.Module):
         return masks, iou
 
 
-class EfficientSamEncoder(torch.nn.Module):
-    """EfficientSAM's ViT on the engine's input (the engine does its `preprocess`:
-    the stretch to 1024 x 1024 and the normalisation)."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.image_encoder = model.image_encoder
-
-    def forward(self, image):
-        return self.image_encoder(image)
-
-
 class EfficientSamDecoder(torch.nn.Module):
     """EfficientSAM's prompt encoder and mask decoder for a batch of single-point
     prompts given in the encoder's 1024 x 1024 frame, as `EfficientSam.predict_masks`
@@ -92,7 +80,9 @@ def load(a):
         from efficient_sam.efficient_sam import build_efficient_sam
         dims = {"efficient_sam_vitt": (192, 3), "efficient_sam_vits": (384, 6)}[a.model_type]
         model = build_efficient_sam(dims[0], dims[1], checkpoint=a.checkpoint).eval()
-        return model, EfficientSamEncoder(model), EfficientSamDecoder(model), {"resize": "stretch"}
+        # Its ViT alone, as SAM's: the engine does its `preprocess` (the stretch to
+        # 1024 x 1024 and the normalisation).
+        return model, Encoder(model), EfficientSamDecoder(model), {"resize": "stretch"}
     if a.model_type == "vit_t":
         from mobile_sam import sam_model_registry
     else:

@@ -116,9 +116,10 @@ pub fn generate(
         let [x0, y0, x1, y1] = crop.bbox;
         let (cw, ch) = ((x1 - x0) as usize, (y1 - y0) as usize);
         let t = Instant::now();
+        let pixels = cut(image, crop.bbox);
         let (input, resized) = match mode {
-            InputResize::LongestSide => encoder_input(&cut(image, crop.bbox), side),
-            InputResize::Stretch => (stretch_input(&cut(image, crop.bbox), side), (side, side)),
+            InputResize::LongestSide => encoder_input(&pixels, side),
+            InputResize::Stretch => (stretch_input(&pixels, side), (side, side)),
         };
         let emb = encoder.encode(&input)?;
         timings.encoder += t.elapsed().as_secs_f64();

@@ -18,7 +18,8 @@ pub struct Embedding {
 
 /// How a SAM family turns a crop into its square encoder input, and its mask logits
 /// back into a mask at the crop's size (`resize` in a SAM model folder's `sam.json`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum InputResize {
     /// SAM (ViT-H/L/B) and MobileSAM: the longest side resized to `S` (Pillow
     /// bilinear) and zero padding ([`encoder_input`]); points scaled by the resize;

@@ -25,15 +25,7 @@ pub const SETTINGS_FILE: &str = "sam.json";
 struct FolderSettings {
     /// `"longest_side"` (SAM, MobileSAM; the default) or `"stretch"` (EfficientSAM).
     #[serde(default)]
-    resize: ResizeName,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum ResizeName {
-    #[default]
-    LongestSide,
-    Stretch,
+    resize: InputResize,
 }
 
 /// The input resize a SAM folder declares in `sam.json` (SAM's when the file is absent).
@@ -50,10 +42,7 @@ pub fn folder_resize(dir: &Path) -> Result<InputResize, PrepError> {
             format!("not a valid SAM settings file: {e}; it holds {{\"resize\": \"longest_side\" | \"stretch\"}}"),
         )
     })?;
-    Ok(match s.resize {
-        ResizeName::LongestSide => InputResize::LongestSide,
-        ResizeName::Stretch => InputResize::Stretch,
-    })
+    Ok(s.resize)
 }
 
 fn contract(path: &Path, problem: String) -> PrepError {

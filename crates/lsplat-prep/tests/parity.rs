@@ -385,20 +385,47 @@ fn onnx_matches_the_reference(
     assert_eq!(a.seg, npy(&out, "seg.npy").1, "segmentation maps");
 }
 
+/// What the ONNX tests share: the python, a fern photo, a temporary folder holding the
+/// synthetic SAM graphs (made with `args`) and the ONNX Runtime.
+struct OnnxCase {
+    py: String,
+    image: PathBuf,
+    tmp: tempfile::TempDir,
+    sam: PathBuf,
+    rt: &'static lsplat_models::Runtime,
+}
+
+fn onnx_case(args: &[&str]) -> Option<OnnxCase> {
+    let py = python()?;
+    let image = lsplat_data::testdata::test_file("fern_llff/images_8/image001.png")?;
+    let tmp = tempfile::tempdir().unwrap();
+    let sam = tmp.path().join("sam");
+    synthetic_sam(&py, &sam, args);
+    let rt = lsplat_models::runtime::load(Some(&ort_library(&py))).unwrap();
+    Some(OnnxCase {
+        py,
+        image,
+        tmp,
+        sam,
+        rt,
+    })
+}
+
 /// SAM through ONNX Runtime matches the reference, and contract errors name the file.
 #[test]
 fn onnx_sam_matches_the_reference_and_checks_its_contract() {
-    let Some(py) = python() else { return };
-    let Some(image_path) = lsplat_data::testdata::test_file("fern_llff/images_8/image001.png")
+    let Some(OnnxCase {
+        py,
+        image,
+        tmp,
+        sam,
+        rt,
+    }) = onnx_case(&[])
     else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let sam = tmp.path().join("sam");
-    synthetic_sam(&py, &sam, &[]);
-    let rt = lsplat_models::runtime::load(Some(&ort_library(&py))).unwrap();
     let opts = lsplat_models::session::SessionOptions::default();
-    onnx_matches_the_reference(&py, &image_path, &sam, rt);
+    onnx_matches_the_reference(&py, &image, &sam, rt);
     // Contract errors name the file.
     let bad = tmp.path().join("bad");
     std::fs::create_dir(&bad).unwrap();
@@ -429,19 +456,20 @@ fn onnx_sam_matches_the_reference_and_checks_its_contract() {
 /// predictor does, through ONNX Runtime; a bad `sam.json` is an error naming it.
 #[test]
 fn onnx_efficient_sam_folder_matches_the_reference() {
-    let Some(py) = python() else { return };
-    let Some(image_path) = lsplat_data::testdata::test_file("fern_llff/images_8/image001.png")
+    let Some(OnnxCase {
+        py,
+        image,
+        sam,
+        rt,
+        tmp: _tmp,
+    }) = onnx_case(&["--resize", "stretch"])
     else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let sam = tmp.path().join("esam");
-    synthetic_sam(&py, &sam, &["--resize", "stretch"]);
-    let rt = lsplat_models::runtime::load(Some(&ort_library(&py))).unwrap();
     let opts = lsplat_models::session::SessionOptions::default();
     let (enc, _) = lsplat_prep::onnx::load_sam(&sam, rt, &opts).unwrap();
     assert_eq!(enc.resize(), InputResize::Stretch);
-    onnx_matches_the_reference(&py, &image_path, &sam, rt);
+    onnx_matches_the_reference(&py, &image, &sam, rt);
     for (text, want) in [
         (r#"{"resize": "squash"}"#, "unknown variant `squash`"),
         (
