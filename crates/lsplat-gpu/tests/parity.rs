@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{compare, ground_truth, scene, seed, up, values};
+use common::{compare, differs, ground_truth, scene, seed, up, values};
 use lsplat_core::Rng;
 use lsplat_core::config::{LossKind, WeightPrecision};
 use lsplat_cpu::CpuBackend;
@@ -251,16 +251,23 @@ fn raster_forward_backward_operator_match<R: Runtime>(gpu: &GpuBackend<R>) {
         gpu.rasterize(&pg, &bg, &sg, &xg, c, &mut og).unwrap();
         let tol = allowed(oc.len());
         let excused = swapped_pixels(gpu, &cpu, (&pc, &bc, &sc), (&bg, &off), n, c);
-        compare(
-            "rasterize",
-            &excuse(&gpu.download(&og).unwrap(), &oc, &excused),
-            &oc,
-            1e-5,
-            1e-4,
-            tol,
-        );
-        // Backward (accumulates into a non-zero start).
-        let d = values(&mut rng, px.len() * c);
+        let og = excuse(&gpu.download(&og).unwrap(), &oc, &excused);
+        compare("rasterize", &og, &oc, 1e-5, 1e-4, tol);
+        // Backward (accumulates into a non-zero start), checked on the pixels whose
+        // forward agrees. A splat whose α sits at the 1/255 cut in one pixel (f32 on
+        // the GPU, f64 on the CPU) changes that pixel, which the forward allows, and
+        // the splat's gradient in all c channels (seed 1796000334292955330: 9 splats,
+        // 329 of 160 000 elements at c = 64), so the upstream gradient is zero there.
+        let agrees: Vec<bool> = (og.chunks(c).zip(oc.chunks(c)))
+            .zip(excused.chunks(c))
+            .map(|((a, b), e)| !e[0] && !a.iter().zip(b).any(|(&a, &b)| differs(a, b, 1e-5, 1e-4)))
+            .collect();
+        assert!(agrees.iter().filter(|&&a| !a).count() <= 2 + agrees.len() / 20);
+        let d: Vec<f32> = values(&mut rng, px.len() * c)
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| if agrees[i / c] { v } else { 0.0 })
+            .collect();
         let start = values(&mut rng, n * c);
         let mut dc = start.clone();
         cpu.rasterize_backward(&pc, &bc, &sc, &d, c, &mut dc)

@@ -249,6 +249,11 @@ pub fn ground_truth<G: Backend>(
     (make_cpu, make_gpu)
 }
 
+/// Whether `a` is off `b` by more than `atol + rtol·|b|`.
+pub fn differs(a: f32, b: f32, atol: f32, rtol: f32) -> bool {
+    (a - b).abs() > atol + rtol * b.abs()
+}
+
 /// Compares element-wise with `|a − b| ≤ atol + rtol·|b|`; returns the number of
 /// mismatches and panics (with context) when more than `allowed` differ or any GPU
 /// value is non-finite where the CPU's is finite (poison left behind).
@@ -267,7 +272,7 @@ pub fn compare(
             !a.is_nan() || b.is_nan(),
             "{what}[{i}]: GPU left poison (cpu {b})"
         );
-        if (a - b).abs() > atol + rtol * b.abs() {
+        if differs(a, b, atol, rtol) {
             bad.push((i, a, b));
         }
     }
