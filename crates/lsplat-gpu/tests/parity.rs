@@ -256,8 +256,9 @@ fn raster_forward_backward_operator_match<R: Runtime>(gpu: &GpuBackend<R>) {
         // Backward (accumulates into a non-zero start), checked on the pixels whose
         // forward agrees. A splat whose α sits at the 1/255 cut in one pixel (f32 on
         // the GPU, f64 on the CPU) changes that pixel, which the forward allows, and
-        // the splat's gradient in all c channels (seed 1796000334292955330: 9 splats,
-        // 329 of 160 000 elements at c = 64), so the upstream gradient is zero there.
+        // the weights of the splat and of every one behind it there, each in all c
+        // channels of the gradient (seed 1796000334292955330: 2 pixels, 9 splats, 329
+        // of 160 000 elements at c = 64), so the upstream gradient is zero there.
         let agrees: Vec<bool> = (og.chunks(c).zip(oc.chunks(c)))
             .zip(excused.chunks(c))
             .map(|((a, b), e)| !e[0] && !a.iter().zip(b).any(|(&a, &b)| differs(a, b, 1e-5, 1e-4)))
