@@ -188,6 +188,40 @@ mod tests {
         assert!(Resolution::from_arg(3).is_err());
     }
 
+    /// Pixels are taken as stored whatever the EXIF orientation says, as COLMAP and
+    /// the 3DGS camera loader take them (a rotated map would miss its camera).
+    #[test]
+    fn an_exif_orientation_is_not_applied() {
+        let (w, h) = (24u16, 16u16);
+        let rgb: Vec<u8> = (0..w as usize * h as usize * 3)
+            .map(|i| ((i / 3 % w as usize) * 10 + (i / 3 / w as usize) * 3) as u8)
+            .collect();
+        // A big-endian TIFF block with one entry: orientation (0x0112) = 6, "rotate 90°".
+        let tiff = [
+            b'M', b'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 6, 0, 0, 0, 0, 0,
+            0,
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let mut read = |exif: bool| {
+            let mut bytes = Vec::new();
+            let mut enc = jpeg_encoder::Encoder::new(&mut bytes, 95);
+            if exif {
+                enc.add_exif_metadata(&tiff).unwrap();
+            }
+            enc.encode(&rgb, w, h, jpeg_encoder::ColorType::Rgb)
+                .unwrap();
+            let mut d = zune_jpeg::JpegDecoder::new(zune_core::bytestream::ZCursor::new(&bytes));
+            d.decode_headers().unwrap();
+            assert_eq!(d.exif().is_some(), exif, "the tag is in the file");
+            let p = dir.path().join("x.jpg");
+            std::fs::write(&p, &bytes).unwrap();
+            read_rgb(&p).unwrap()
+        };
+        let (plain, tagged) = (read(false), read(true));
+        assert_eq!((tagged.width, tagged.height), (w as usize, h as usize));
+        assert_eq!(tagged.data, plain.data);
+    }
+
     #[test]
     fn garbage_and_truncated_files_are_named() {
         let dir = tempfile::tempdir().unwrap();
