@@ -72,6 +72,10 @@ if [ "$ORT" = 1 ]; then
   tail -n 3 /tmp/logs/make_half.txt
   ( cd "$ROOT" && ORT_LIB=/tmp/ort/libonnxruntime.so.1.31.1 LSPLAT_BIN=$B PYTHON=python3 THREADS=16 SAM_BENCH_DIR=/tmp/sam HALF=1 \
       timeout $(left) bash benches/preprocess_sam.sh vit_h 1 -- $C --set preprocess.points_per_batch=1024 --set preprocess.clip_batch=256 ) 2>&1 | tail -n 25
+  # Not tried before 2026-11-30: the same without the CPU work overlapped with the
+  # decoder's and CLIP's batches (what `preprocess.overlap`, on by default, gains).
+  ( cd "$ROOT" && ORT_LIB=/tmp/ort/libonnxruntime.so.1.31.1 LSPLAT_BIN=$B PYTHON=python3 THREADS=16 SAM_BENCH_DIR=/tmp/sam HALF=1 \
+      timeout $(left) bash benches/preprocess_sam.sh vit_h 1 -- $C --set preprocess.points_per_batch=1024 --set preprocess.clip_batch=256 --set preprocess.overlap=false ) 2>&1 | tail -n 6
 fi
 
 RESERVE=0

@@ -67,6 +67,10 @@ pub struct PreprocessConfig {
     pub clip_image_file: String,
     /// Worker threads of the mask post-processing (0 = all hardware threads).
     pub threads: u32,
+    /// With SAM's decoder or CLIP on an accelerator, make one batch's masks (cut the
+    /// next batch's crops) on the CPU while the accelerator runs the next (this) one.
+    /// No effect on the CPU, whose cores both would share; the output is the same.
+    pub overlap: bool,
 }
 
 impl Default for PreprocessConfig {
@@ -90,6 +94,7 @@ impl Default for PreprocessConfig {
             clip_batch: 64,
             clip_image_file: "image.onnx".into(),
             threads: 0,
+            overlap: true,
         }
     }
 }

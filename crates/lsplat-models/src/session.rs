@@ -172,6 +172,11 @@ impl OnnxModel {
         &self.provider
     }
 
+    /// Whether the session runs on an accelerator's provider (not the CPU's).
+    pub fn on_accelerator(&self) -> bool {
+        self.provider != ep::CPU::NAME
+    }
+
     /// The inputs as the file declares them.
     pub fn inputs(&self) -> &[TensorInfo] {
         &self.inputs

@@ -18,6 +18,8 @@ pub struct FakeSam {
     pub calls: (usize, usize),
     /// Fail the decoder call with this index (for tests of failures).
     pub fail_at: Option<usize>,
+    /// Claim to run on an accelerator (the generator then overlaps batches).
+    pub accelerated: bool,
 }
 
 impl Default for FakeSam {
@@ -27,6 +29,7 @@ impl Default for FakeSam {
             low: 256,
             calls: (0, 0),
             fail_at: None,
+            accelerated: false,
         }
     }
 }
@@ -91,6 +94,10 @@ impl MaskDecoder for FakeSam {
             side: m,
             iou,
         })
+    }
+
+    fn on_accelerator(&self) -> bool {
+        self.accelerated
     }
 }
 

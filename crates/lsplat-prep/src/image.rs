@@ -202,7 +202,7 @@ mod tests {
             0,
         ];
         let dir = tempfile::tempdir().unwrap();
-        let mut read = |exif: bool| {
+        let read = |exif: bool| {
             let mut bytes = Vec::new();
             let mut enc = jpeg_encoder::Encoder::new(&mut bytes, 95);
             if exif {

@@ -183,34 +183,53 @@ pub fn features(
     image: &Image8,
     masks: &[&BitMask],
     clip: &mut dyn ClipEncoder,
-    batch: usize,
-    threads: usize,
+    cfg: &PreprocessConfig,
 ) -> Result<Vec<f32>, PrepError> {
     let dim = clip.dim();
+    let threads = par::workers(cfg.threads);
     let mut out = Vec::with_capacity(masks.len() * dim);
-    for chunk in masks.chunks(batch.max(1)) {
-        let crops = par::map(chunk, threads, || (), |_, m| clip_crop(image, m));
-        let f = clip.encode(&crops)?;
-        if f.len() != chunk.len() * dim {
+    let chunks: Vec<&[&BitMask]> = masks.chunks(cfg.clip_batch.max(1) as usize).collect();
+    let cut = |chunk: &[&BitMask]| par::map(chunk, threads, || (), |_, m| clip_crop(image, m));
+    // With CLIP on an accelerator, the next batch's crops are cut while it encodes.
+    let overlap = cfg.overlap && clip.on_accelerator();
+    std::thread::scope(|scope| -> Result<(), PrepError> {
+        let mut next = None;
+        for (k, chunk) in chunks.iter().enumerate() {
+            let crops = match next.take() {
+                Some(h) => par::joined(h),
+                None => cut(chunk),
+            };
+            if let Some(&later) = chunks.get(k + 1).filter(|_| overlap) {
+                next = Some(scope.spawn(move || cut(later)));
+            }
+            out.extend(unit_rows(clip.encode(&crops)?, chunk.len(), dim)?);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// CLIP's `[n, dim]` answer as unit rows of float16 precision.
+fn unit_rows(f: Vec<f32>, n: usize, dim: usize) -> Result<Vec<f32>, PrepError> {
+    if f.len() != n * dim {
+        return Err(PrepError::model(
+            "CLIP image encoder",
+            format!(
+                "returned {} values for {n} crops of dimension {dim}",
+                f.len()
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(f.len());
+    for row in f.chunks_exact(dim) {
+        let len = row.iter().map(|v| v * v).sum::<f32>().sqrt();
+        if !(len.is_finite() && len > 0.0) {
             return Err(PrepError::model(
                 "CLIP image encoder",
-                format!(
-                    "returned {} values for {} crops of dimension {dim}",
-                    f.len(),
-                    chunk.len()
-                ),
+                format!("returned a feature of length {len}"),
             ));
         }
-        for row in f.chunks_exact(dim) {
-            let n = row.iter().map(|v| v * v).sum::<f32>().sqrt();
-            if !(n.is_finite() && n > 0.0) {
-                return Err(PrepError::model(
-                    "CLIP image encoder",
-                    format!("returned a feature of length {n}"),
-                ));
-            }
-            out.extend(row.iter().map(|v| half::f16::from_f32(v / n).to_f32()));
-        }
+        out.extend(row.iter().map(|v| half::f16::from_f32(v / len).to_f32()));
     }
     Ok(out)
 }
@@ -246,13 +265,7 @@ pub fn arrays(
     let (w, h) = (image.width, image.height);
     let t = Instant::now();
     let (unique, slot) = distinct_masks(lists);
-    let encoded = features(
-        image,
-        &unique,
-        clip,
-        cfg.clip_batch as usize,
-        par::workers(cfg.threads),
-    )?;
+    let encoded = features(image, &unique, clip, cfg)?;
     let dim = clip.dim();
     let mut feats = Vec::with_capacity(slot.len() * dim);
     for &u in &slot {
@@ -286,8 +299,8 @@ mod tests {
     use super::*;
     use crate::fake::FakeClip;
 
-    /// A CLIP that counts the crops it is given.
-    struct Counting(FakeClip, usize);
+    /// A CLIP that counts the crops it is given (and may claim an accelerator).
+    struct Counting(FakeClip, usize, bool);
 
     impl ClipEncoder for Counting {
         fn dim(&self) -> usize {
@@ -296,6 +309,9 @@ mod tests {
         fn encode(&mut self, crops: &[Image8]) -> Result<Vec<f32>, PrepError> {
             self.1 += crops.len();
             self.0.encode(crops)
+        }
+        fn on_accelerator(&self) -> bool {
+            self.2
         }
     }
 
@@ -338,7 +354,7 @@ mod tests {
         assert_eq!(slot, vec![0, 1, 2, 0, 3, 1, 2, 1]);
 
         let cfg = PreprocessConfig::default();
-        let mut clip = Counting(FakeClip { dim: 8 }, 0);
+        let mut clip = Counting(FakeClip { dim: 8 }, 0, false);
         let mut t = Timings::default();
         let got = arrays(&img, &lists, &mut clip, &cfg, &mut t).unwrap();
         assert_eq!(clip.1, 4, "crops encoded");
@@ -347,9 +363,26 @@ mod tests {
         let mut want = Vec::new();
         for list in &lists {
             let masks: Vec<&BitMask> = list.iter().map(|m| &m.mask).collect();
-            want.extend(features(&img, &masks, &mut FakeClip { dim: 8 }, 1, 1).unwrap());
+            let one = PreprocessConfig {
+                clip_batch: 1,
+                threads: 1,
+                ..PreprocessConfig::default()
+            };
+            want.extend(features(&img, &masks, &mut FakeClip { dim: 8 }, &one).unwrap());
         }
         assert_eq!(got.features, want);
+        // On an accelerator the next batch's crops are cut while one is encoded: the
+        // same features, each crop encoded once.
+        for (batch, overlap) in [(1, true), (2, true), (3, true), (2, false)] {
+            let cfg = PreprocessConfig {
+                clip_batch: batch,
+                overlap,
+                ..PreprocessConfig::default()
+            };
+            let mut clip = Counting(FakeClip { dim: 8 }, 0, true);
+            let overlapped = arrays(&img, &lists, &mut clip, &cfg, &mut t).unwrap();
+            assert_eq!((overlapped.features, clip.1), (want.clone(), 4));
+        }
         // The rows of equal masks are equal, those of different masks are not.
         let row = |i: usize| &got.features[i * 8..(i + 1) * 8];
         assert_eq!(row(0), row(3));

@@ -35,7 +35,9 @@ pub struct Timings {
     pub encoder: f64,
     /// SAM prompt decoder.
     pub decoder: f64,
-    /// Mask logits to masks: upsampling, thresholds, stability, boxes.
+    /// Mask logits to masks: upsampling, thresholds, stability, boxes. With the
+    /// decoder on an accelerator they are made while it decodes the next batch, and
+    /// this is only the wait for them that the decoder did not hide.
     pub masks: f64,
     /// Box NMS (per crop, between crops) and LangSplat's mask NMS.
     pub nms: f64,

@@ -60,6 +60,12 @@ pub trait MaskDecoder {
     /// Decodes one single-point (foreground) prompt per entry of `points`, given in
     /// pixels of the encoder's `S × S` input.
     fn decode(&mut self, embedding: &Embedding, points: &[[f32; 2]]) -> Result<Decoded, PrepError>;
+
+    /// Whether it runs on an accelerator, leaving the CPU free to make one batch's
+    /// masks while it decodes the next.
+    fn on_accelerator(&self) -> bool {
+        false
+    }
 }
 
 /// CLIP's image tower.
@@ -69,6 +75,12 @@ pub trait ClipEncoder {
     /// Encodes 224×224 RGB crops; returns `[B, dim]` features (any length: the
     /// pipeline normalises them).
     fn encode(&mut self, crops: &[Image8]) -> Result<Vec<f32>, PrepError>;
+
+    /// Whether it runs on an accelerator, leaving the CPU free to cut the next
+    /// batch's crops while it encodes one.
+    fn on_accelerator(&self) -> bool {
+        false
+    }
 }
 
 /// SAM's pixel mean and standard deviation (RGB, 0–255 scale).

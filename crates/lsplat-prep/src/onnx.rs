@@ -273,6 +273,10 @@ impl MaskDecoder for SamDecoder {
             iou,
         })
     }
+
+    fn on_accelerator(&self) -> bool {
+        self.model.on_accelerator()
+    }
 }
 
 /// LangSplat's CLIP normalisation (`torchvision.transforms.Normalize`: OpenAI CLIP's
@@ -331,6 +335,10 @@ impl ClipEncoder for OnnxClip {
             .image
             .encode_pixels(&clip_pixels(crops), &mut |_, _| {})?;
         Ok(f)
+    }
+
+    fn on_accelerator(&self) -> bool {
+        self.image.model().on_accelerator()
     }
 }
 

@@ -49,3 +49,8 @@ pub fn map<T: Sync, S, R: Send>(
     all.sort_unstable_by_key(|(i, _)| *i);
     all.into_iter().map(|(_, r)| r).collect()
 }
+
+/// What a scoped thread returned (its panic goes on in the caller).
+pub fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
