@@ -6,9 +6,10 @@
 Needs torch and the model's package: `segment-anything` (vit_h, vit_l, vit_b),
 `mobile_sam` (vit_t) or EfficientSAM's `efficient_sam` (efficient_sam_vitt,
 efficient_sam_vits; its folder also gets `sam.json` with `"resize": "stretch"`, since
-EfficientSAM stretches the image to 1024 x 1024 where SAM pads it). This script could
-not be run where lsplat-engine is developed (torch is not installable there); the
-engine's tests use scripts/sam_onnx.py's synthetic graphs on the same contract instead.
+EfficientSAM stretches the image to 1024 x 1024 where SAM pads it). With onnxruntime installed, the
+exported files are run against torch and the script stops if they disagree. It was run
+on random-weight checkpoints of ViT-H, ViT-B, vit_t and efficient_sam_vitt (torch
+2.15.0; docs/formats.md); the engine's tests use scripts/sam_onnx.py's synthetic graphs.
 
 Usage: python export_sam.py --checkpoint sam_vit_h_4b8939.pth --model-type vit_h --out sam_vit_h
        python export_sam.py --checkpoint mobile_sam.pt --model-type vit_t --out mobile_sam
@@ -17,6 +18,7 @@ Usage: python export_sam.py --checkpoint sam_vit_h_4b8939.pth --model-type vit_h
 import argparse
 import json
 import os
+import sys
 
 import torch
 
@@ -91,6 +93,87 @@ def load(a):
     return sam, Encoder(sam), Decoder(sam), None
 
 
+def export(module, args, path, inputs, outputs, batched, opset):
+    """torch.onnx.export with the TorchScript exporter (as SAM's own export script), the
+    first dimension of the `batched` names dynamic."""
+    kwargs = dict(
+        input_names=inputs,
+        output_names=outputs,
+        dynamic_axes={n: {0: "B"} for n in batched},
+        opset_version=opset,
+        do_constant_folding=True,
+    )
+    try:
+        torch.onnx.export(module, args, path, dynamo=False, **kwargs)
+    except TypeError:  # torch before 2.5 has no `dynamo` argument
+        torch.onnx.export(module, args, path, **kwargs)
+
+
+def one_data_file(path):
+    """A model over protobuf's 2 GB (SAM ViT-H's encoder) is exported with one file per
+    weight next to it; gather them into `<name>.data` (ONNX Runtime reads either)."""
+    import onnx
+    from onnx.external_data_helper import uses_external_data
+
+    model = onnx.load(path, load_external_data=False)
+    files = {
+        e.value
+        for t in model.graph.initializer if uses_external_data(t)
+        for e in t.external_data if e.key == "location"
+    }
+    if len(files) <= 1:
+        return
+    model = onnx.load(path)
+    data = os.path.basename(path) + ".data"
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data, size_threshold=1024)
+    folder = os.path.dirname(path)
+    for f in files - {data}:
+        os.remove(os.path.join(folder, f))
+    print(f"gathered {len(files)} weight files into {data}")
+
+
+def verify(out, a, side):
+    """Runs the exported files with ONNX Runtime against torch: the encoder on a random
+    image, the decoder at batch sizes other than the export's example. The torch side is
+    the checkpoint loaded again: exporting can change a module in place (MobileSAM's
+    TinyViT computes other embeddings after its export)."""
+    try:
+        import numpy as np
+        import onnxruntime as ort
+    except ImportError:
+        print("onnxruntime is not installed: the exported files were not run")
+        return
+    _, encoder, decoder, _ = load(a)
+    g = torch.Generator().manual_seed(1)
+    image = torch.randn(1, 3, side, side, generator=g)
+    with torch.no_grad():
+        want = encoder(image)
+    enc = ort.InferenceSession(os.path.join(out, "encoder.onnx"), providers=["CPUExecutionProvider"])
+    emb = enc.run(None, {"image": image.numpy()})[0]
+
+    def rel(got, want):
+        want = want.numpy()
+        return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-12))
+
+    worst = {"image_embeddings": rel(emb, want)}
+    dec = ort.InferenceSession(os.path.join(out, "decoder.onnx"), providers=["CPUExecutionProvider"])
+    for b in (1, 2, 5):
+        pts = torch.rand(b, 1, 2, generator=g) * side
+        lab = torch.ones(b, 1)
+        with torch.no_grad():
+            masks, iou = decoder(want, pts, lab)
+        got = dec.run(None, {"image_embeddings": want.numpy(), "point_coords": pts.numpy(), "point_labels": lab.numpy()})
+        if got[0].shape != tuple(masks.shape) or got[1].shape != tuple(iou.shape):
+            sys.exit(f"decoder at batch {b}: ONNX Runtime gave {got[0].shape}, {got[1].shape}; torch {tuple(masks.shape)}, {tuple(iou.shape)}")
+        worst["low_res_masks"] = max(worst.get("low_res_masks", 0.0), rel(got[0], masks))
+        worst["iou_predictions"] = max(worst.get("iou_predictions", 0.0), rel(got[1], iou))
+    print("ONNX Runtime vs torch, max |difference| / max |torch| (decoder at batch 1, 2 and 5): "
+          + ", ".join(f"{k} {v:.2e}" for k, v in worst.items()))
+    if max(worst.values()) > 1e-3:
+        sys.exit("the exported models disagree with torch by more than 1e-3")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", required=True)
@@ -105,29 +188,22 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     with torch.no_grad():
         image = torch.zeros(1, 3, side, side)
-        torch.onnx.export(
-            encoder, (image,), os.path.join(a.out, "encoder.onnx"),
-            input_names=["image"], output_names=["image_embeddings"], opset_version=a.opset,
-        )
+        export(encoder, (image,), os.path.join(a.out, "encoder.onnx"),
+               ["image"], ["image_embeddings"], [], a.opset)
+        one_data_file(os.path.join(a.out, "encoder.onnx"))
         emb = encoder(image)
-        pts = torch.tensor([[[side / 2, side / 2]], [[side / 4, side / 3]]], dtype=torch.float32)
-        lab = torch.ones(2, 1, dtype=torch.float32)
-        # The prompt encoder expects integer-like labels in a float tensor; 1 = foreground.
-        torch.onnx.export(
-            decoder, (emb, pts, lab), os.path.join(a.out, "decoder.onnx"),
-            input_names=["image_embeddings", "point_coords", "point_labels"],
-            output_names=["low_res_masks", "iou_predictions"],
-            dynamic_axes={
-                "point_coords": {0: "B"},
-                "point_labels": {0: "B"},
-                "low_res_masks": {0: "B"},
-                "iou_predictions": {0: "B"},
-            },
-            opset_version=a.opset,
-        )
+        # Three prompts: an example batch of 2 can be confused with the padding point's
+        # axis (also 2) by a tracer. Labels are floats holding 1 (foreground).
+        pts = torch.tensor([[[side / 2, side / 2]], [[side / 4, side / 3]], [[side / 5, side / 7]]])
+        lab = torch.ones(3, 1, dtype=torch.float32)
+        export(decoder, (emb, pts, lab), os.path.join(a.out, "decoder.onnx"),
+               ["image_embeddings", "point_coords", "point_labels"],
+               ["low_res_masks", "iou_predictions"],
+               ["point_coords", "point_labels", "low_res_masks", "iou_predictions"], a.opset)
     if settings:
         with open(os.path.join(a.out, "sam.json"), "w") as f:
             json.dump(settings, f)
+    verify(a.out, a, side)
     print(f"wrote {a.out}/encoder.onnx and {a.out}/decoder.onnx (S = {side})")
 
 
