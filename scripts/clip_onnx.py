@@ -31,6 +31,8 @@ from onnx import TensorProto, helper, numpy_helper
 SIZES = {
     # width, layers, heads, output for text and vision
     "tiny": dict(vocab=49408, ctx=77, tw=32, tl=2, th=4, vw=48, vl=2, vh=4, patch=16, out=24),
+    # tiny's towers with CLIP ViT-B/16's 512-D output (LangSplat's preprocess.py assumes 512)
+    "tiny-512": dict(vocab=49408, ctx=77, tw=32, tl=2, th=4, vw=48, vl=2, vh=4, patch=16, out=512),
     "vit-b-16": dict(vocab=49408, ctx=77, tw=512, tl=12, th=8, vw=768, vl=12, vh=12, patch=16, out=512),
 }
 IMAGE = 224

@@ -1,8 +1,9 @@
 """Independent reference for lsplat-prep: SAM's automatic mask generator as
 LangSplat's fork runs it, LangSplat's masks_update / mask_nms, crops and seg maps,
-written with NumPy, Pillow and OpenCV (segment-anything itself needs torch, which
-cannot be installed here), following segment_anything/automatic_mask_generator.py,
-utils/amg.py, utils/transforms.py, predictor.py and LangSplat's preprocess.py.
+written with NumPy, Pillow and OpenCV (segment-anything itself needs torch, which the
+CI machines do not install; langsplat_upstream.py runs the upstream code), following
+segment_anything/automatic_mask_generator.py, utils/amg.py, utils/transforms.py,
+predictor.py and LangSplat's preprocess.py.
 
 The SAM networks are replaced: the decoder is `synthetic_decoder` (or an ONNX file run
 by onnxruntime), whose every call is recorded so the engine can be driven by the same
