@@ -1,7 +1,7 @@
 """CLIP encoders as ONNX graphs with random weights, and a NumPy reference of the same
 math, for tests and benchmarks (no weights are downloaded; torch is not needed).
 
-    python scripts/clip_onnx.py make OUT_DIR [--size tiny|vit-b-16] [--seed S]
+    python scripts/clip_onnx.py make OUT_DIR [--size tiny|tiny-512|vit-b-16] [--seed S]
         [--text-input NAME] [--context N] [--image-input NAME] [--image-dtype float32|float16]
     python scripts/clip_onnx.py reference OUT_DIR --ids IDS.i64 --pixels PIXELS.f32 --out EMB.json
 
@@ -13,7 +13,7 @@ feature at each row's end-of-text token (the argmax of the ids), text projection
 image: 16×16 patch convolution, class token, positional embedding, ln_pre, blocks,
 ln_post on the class token, projection. `vit-b-16` has ViT-B/16's sizes (text 512 wide,
 12 layers, 8 heads, vocabulary 49 408, context 77; vision 768 wide, 12 layers, 12 heads,
-output 512). The other options break the contract on purpose, for error tests.
+output 512); `tiny-512` is `tiny` with a 512-D output. The other options break the contract on purpose, for error tests.
 
 `reference` reads the weights back from the ONNX files and computes the embeddings of
 the given token ids `[B, 77]` (int64) and pixels `[B, 3, 224, 224]` (float32) in float64
