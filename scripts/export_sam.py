@@ -6,10 +6,11 @@
 Needs torch and the model's package: `segment-anything` (vit_h, vit_l, vit_b),
 `mobile_sam` (vit_t) or EfficientSAM's `efficient_sam` (efficient_sam_vitt,
 efficient_sam_vits; its folder also gets `sam.json` with `"resize": "stretch"`, since
-EfficientSAM stretches the image to 1024 x 1024 where SAM pads it). With onnxruntime installed, the
-exported files are run against torch and the script stops if they disagree. It was run
-on random-weight checkpoints of ViT-H, ViT-B, vit_t and efficient_sam_vitt (torch
-2.15.0; docs/formats.md); the engine's tests use scripts/sam_onnx.py's synthetic graphs.
+EfficientSAM stretches the image to 1024 x 1024 where SAM pads it). With onnxruntime
+installed, the exported files are run against torch and the script stops if they
+disagree. It was run on random-weight checkpoints of ViT-H, ViT-B, vit_t and
+efficient_sam_vitt (torch 2.15.0; docs/formats.md); the engine's tests use
+scripts/sam_onnx.py's synthetic graphs.
 
 Usage: python export_sam.py --checkpoint sam_vit_h_4b8939.pth --model-type vit_h --out sam_vit_h
        python export_sam.py --checkpoint mobile_sam.pt --model-type vit_t --out mobile_sam

@@ -128,8 +128,8 @@ def cuda_is_cpu():
 
 
 def stable_sorts():
-    """PyTorch's CPU sort orders equal keys as std::sort leaves them (above 16 elements),
-    and torchvision's `batched_nms` sorts its result that way over 1 000 boxes (the
+    """PyTorch's CPU sort leaves equal keys as std::sort does (out of list order from a
+    few dozen elements on), and torchvision's `batched_nms` sorts its result that way over 1 000 boxes (the
     clean-up's scores are 0 or 1, so most of them tie). The engine keeps equal keys in
     list order (docs/formats.md, "Ties"): make every sort stable, as the engine's."""
     tensor_sort, torch_sort = torch.Tensor.sort, torch.sort
