@@ -13,7 +13,11 @@ be installed, so these graphs stand in for an exported SAM.
 With `--resize stretch` the folder also gets `sam.json` declaring EfficientSAM's input
 resize (the graphs are the same: the blobs lie in the encoder's frame either way).
 
-Usage: sam_onnx.py OUT_DIR [--side 1024] [--channels 8] [--seed 0] [--resize stretch]
+With `--iou-base` below its default of 0.55 fewer prompts pass a generator's
+`pred_iou_thresh`, which keeps O(M²) reference code practical at 32 points per side.
+
+Usage: sam_onnx.py OUT_DIR [--side 1024] [--channels 8] [--seed 0] [--iou-base 0.55]
+                   [--resize stretch]
 """
 import argparse
 import json
@@ -46,7 +50,7 @@ def encoder(side, channels, seed):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
 
 
-def decoder(side, channels):
+def decoder(side, channels, iou_base=0.55):
     low = side // 4
     e = side // 16
     n = []
@@ -108,7 +112,7 @@ def decoder(side, channels):
     op("Clip", [lg2, c("lo", -20.0), c("hi", 20.0)], "low_res_masks")
     m = op("ReduceMean", ["image_embeddings"], "emb_mean", keepdims=0)
     shift = op("Mul", [op("Sigmoid", [m], "emb_sig"), c("m004", 0.04)], "shift")
-    op("Sub", [op("Add", [c("i55", 0.55), op("Mul", [u3, c("i45", 0.45)], "iu")], "iou0"), shift], "iou_predictions")
+    op("Sub", [op("Add", [c("i55", iou_base), op("Mul", [u3, c("i45", 0.45)], "iu")], "iou0"), shift], "iou_predictions")
     # point_labels is part of the contract; a real decoder reads it.
     op("Identity", ["point_labels"], "labels_unused")
     g = helper.make_graph(
@@ -133,12 +137,15 @@ def main():
     ap.add_argument("--side", type=int, default=1024)
     ap.add_argument("--channels", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--iou-base", type=float, default=0.55,
+                    help="predicted IoU = this + 0.45·hash − a small shift from the embedding; "
+                         "lower values let fewer masks pass a generator's pred_iou_thresh")
     ap.add_argument("--resize", choices=["longest_side", "stretch"], default=None,
                     help="write sam.json declaring this input resize")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     enc = encoder(a.side, a.channels, a.seed)
-    dec = decoder(a.side, a.channels)
+    dec = decoder(a.side, a.channels, a.iou_base)
     for m in (enc, dec):
         onnx.checker.check_model(m)
     onnx.save(enc, os.path.join(a.out, "encoder.onnx"))

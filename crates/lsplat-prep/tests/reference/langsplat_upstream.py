@@ -19,8 +19,11 @@ has the command and the last results.
 
 At LangSplat's 32 points per side its mask NMS, a Python loop over all pairs of masks
 on full-resolution tensors, meets thousands of masks per level with the synthetic
-decoder (4 888 on a 504×378 fern image) and runs for hours on a CPU; `--points-per-side`
-and `--crop-n-layers` change both sides' generator settings, and nothing else.
+decoder (4 888 on a 504×378 fern image) and runs for hours on a CPU. Two ways out:
+a synthetic SAM made with `sam_onnx.py --iou-base 0.4` lets fewer masks pass the
+generator's pred_iou_thresh (2 256 in that level), so LangSplat's exact settings run
+in minutes; or `--points-per-side` and `--crop-n-layers`, which change both sides'
+generator settings, and nothing else.
 
 Usage: langsplat_upstream.py --langsplat LANGSPLAT_DIR --sam-fork SEGMENT_ANYTHING_LANGSPLAT_DIR
            --engine lsplat-engine --sam SAM_DIR --clip CLIP_DIR --images DIR --out DIR
@@ -151,6 +154,12 @@ def run_langsplat(a, dataset):
     sys.path.insert(0, a.sam_fork)
     import open_clip
     import segment_anything
+
+    fork = os.path.realpath(os.path.join(a.sam_fork, "segment_anything"))
+    if os.path.dirname(os.path.realpath(segment_anything.__file__)) != fork:
+        # A wrong --sam-fork would quietly import an installed segment-anything.
+        sys.exit(f"--sam-fork {a.sam_fork}: no segment_anything package there "
+                 f"(Python imported {segment_anything.__file__})")
     from segment_anything.modeling import Sam
 
     def build(checkpoint=None):
@@ -191,7 +200,9 @@ def compare(ours_dir, theirs_dir):
             worst = max(worst, 2)
             continue
         per_level = [int((s_t[k] != s_o[k]).sum()) for k in range(s_t.shape[0])]
-        counts = [int(s_t[k].max()) + 1 - (int(s_t[k - 1].max()) + 1 if k else 0) for k in range(s_t.shape[0])]
+        # Level k's ids follow level k-1's; an empty level (all -1) adds none.
+        ends = np.maximum.accumulate([int(s_t[k].max()) + 1 for k in range(s_t.shape[0])])
+        counts = np.diff(ends, prepend=0).tolist()
         df = float(np.abs(f_t - f_o).max()) if f_t.size else 0.0
         print(f"{n}: {s_t.shape[2]}x{s_t.shape[1]}, masks per level (default, s, m, l) {counts}; "
               f"seg-map pixels that differ per level {per_level}; features max |difference| {df:.2e}")
@@ -215,6 +226,10 @@ def main():
                     help="leave PyTorch's sorts as they are (equal keys in std::sort's order)")
     ap.add_argument("--set", action="append", default=[])
     a = ap.parse_args()
+    for path, what in ((os.path.join(a.langsplat, "preprocess.py"), "--langsplat"),
+                       (os.path.join(a.sam_fork, "segment_anything", "__init__.py"), "--sam-fork")):
+        if not os.path.isfile(path):
+            sys.exit(f"{what}: {path} does not exist")
 
     dataset = os.path.join(a.out, "scene")
     os.makedirs(os.path.join(dataset, "language_features"), exist_ok=True)
