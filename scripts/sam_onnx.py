@@ -1,6 +1,6 @@
 """Synthetic SAM models on lsplat-engine's SAM contract (docs/formats.md), built with
-the `onnx` package, for tests: no weights exist on the test machines and torch cannot
-be installed, so these graphs stand in for an exported SAM.
+the `onnx` package, for tests: no weights exist on the test machines and CI does not
+install torch (several GB), so these graphs stand in for an exported SAM.
 
 - encoder.onnx: `image` [1, 3, S, S] -> `image_embeddings` [1, C, S/16, S/16]
   (16×16 average pooling and a seeded 1×1 convolution).
