@@ -13,7 +13,8 @@ feature at each row's end-of-text token (the argmax of the ids), text projection
 image: 16×16 patch convolution, class token, positional embedding, ln_pre, blocks,
 ln_post on the class token, projection. `vit-b-16` has ViT-B/16's sizes (text 512 wide,
 12 layers, 8 heads, vocabulary 49 408, context 77; vision 768 wide, 12 layers, 12 heads,
-output 512); `tiny-512` is `tiny` with a 512-D output. The other options break the contract on purpose, for error tests.
+output 512); `tiny-512` is `tiny` with a 512-D output. The other options break the
+contract on purpose, for error tests.
 
 `reference` reads the weights back from the ONNX files and computes the embeddings of
 the given token ids `[B, 77]` (int64) and pixels `[B, 3, 224, 224]` (float32) in float64
@@ -31,10 +32,10 @@ from onnx import TensorProto, helper, numpy_helper
 SIZES = {
     # width, layers, heads, output for text and vision
     "tiny": dict(vocab=49408, ctx=77, tw=32, tl=2, th=4, vw=48, vl=2, vh=4, patch=16, out=24),
-    # tiny's towers with CLIP ViT-B/16's 512-D output (LangSplat's preprocess.py assumes 512)
-    "tiny-512": dict(vocab=49408, ctx=77, tw=32, tl=2, th=4, vw=48, vl=2, vh=4, patch=16, out=512),
     "vit-b-16": dict(vocab=49408, ctx=77, tw=512, tl=12, th=8, vw=768, vl=12, vh=12, patch=16, out=512),
 }
+# tiny's towers with CLIP ViT-B/16's 512-D output (LangSplat's preprocess.py assumes 512)
+SIZES["tiny-512"] = dict(SIZES["tiny"], out=512)
 IMAGE = 224
 OPSET = 17
 

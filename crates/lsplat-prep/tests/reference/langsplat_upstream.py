@@ -155,12 +155,6 @@ def run_langsplat(a, dataset):
     sys.path.insert(0, a.sam_fork)
     import open_clip
     import segment_anything
-
-    fork = os.path.realpath(os.path.join(a.sam_fork, "segment_anything"))
-    if os.path.dirname(os.path.realpath(segment_anything.__file__)) != fork:
-        # A wrong --sam-fork would quietly import an installed segment-anything.
-        sys.exit(f"--sam-fork {a.sam_fork}: no segment_anything package there "
-                 f"(Python imported {segment_anything.__file__})")
     from segment_anything.modeling import Sam
 
     def build(checkpoint=None):
@@ -227,6 +221,8 @@ def main():
                     help="leave PyTorch's sorts as they are (equal keys in std::sort's order)")
     ap.add_argument("--set", action="append", default=[])
     a = ap.parse_args()
+    # Checked first: with a wrong --sam-fork Python would quietly import an installed
+    # segment-anything instead of LangSplat's fork.
     for path, what in ((os.path.join(a.langsplat, "preprocess.py"), "--langsplat"),
                        (os.path.join(a.sam_fork, "segment_anything", "__init__.py"), "--sam-fork")):
         if not os.path.isfile(path):
